@@ -1,0 +1,47 @@
+// The backend interface: memory, copies, synchronisation and one virtual per kernel. The op
+// front-ends (runtime/ops.h) validate arguments once and then call these, so a backend may
+// assume shapes, dtypes and devices are consistent.
+#pragma once
+#include <cstddef>
+#include <span>
+
+#include "runtime/tensor.h"
+
+namespace vllm {
+
+struct RopeParams;
+struct AttentionMeta;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* ptr) = 0;
+  // Copies between this backend's device and the host (or within the device).
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
+                    size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Kernels. Shapes are documented on the front-ends in runtime/ops.h.
+  virtual void matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  virtual void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
+                            Tensor& out) = 0;
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void add_bias(Tensor& x, const Tensor& bias) = 0;
+  virtual void rope(Tensor& x, const Tensor& positions, const RopeParams& params) = 0;
+  virtual void silu_and_mul(const Tensor& gate_up, Tensor& out) = 0;
+  virtual void softmax(const Tensor& x, Tensor& out) = 0;
+  virtual void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,
+                                 Tensor& v_cache, const Tensor& slot_mapping) = 0;
+  virtual void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                               const AttentionMeta& meta, float scale, int sliding_window,
+                               Tensor& out) = 0;
+};
+
+// The backend serving `device`; throws if that backend is not compiled in or not present.
+Backend& backend_for(Device device);
+
+}  // namespace vllm

@@ -1,0 +1,36 @@
+#include "runtime/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "util/check.h"
+
+namespace vllm {
+namespace cpu {
+
+void* CpuBackend::alloc(size_t bytes) {
+  // 64-byte alignment for vector loads; round the size up as aligned_alloc requires.
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void CpuBackend::free(void* ptr) { std::free(ptr); }
+
+void CpuBackend::copy(void* dst, Device dst_device, const void* src, Device src_device,
+                      size_t bytes) {
+  VLLM_CHECK(dst_device.kind == DeviceKind::Cpu && src_device.kind == DeviceKind::Cpu,
+             "CPU backend copy between ", src_device.str(), " and ", dst_device.str());
+  std::memcpy(dst, src, bytes);
+}
+
+}  // namespace cpu
+
+Backend& backend_for(Device device) {
+  static cpu::CpuBackend cpu_backend;
+  if (device.kind == DeviceKind::Cpu) return cpu_backend;
+  throw Error("device " + device.str() + " is not available in this build");
+}
+
+}  // namespace vllm

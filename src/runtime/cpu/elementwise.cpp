@@ -1,0 +1,113 @@
+// CPU row-wise kernels: norms, residual adds, rotary embedding, activations, softmax.
+#include <cmath>
+
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/ops.h"
+#include "runtime/thread_pool.h"
+
+namespace vllm::cpu {
+namespace {
+
+inline float* frow(const Tensor& t, int64_t i) { return reinterpret_cast<float*>(t.row(i)); }
+
+// One RMSNorm row; the sum of squares is kept in double as ggml does.
+inline void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* y) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(float(ss / double(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
+void for_rows(int64_t rows, const std::function<void(int64_t)>& fn) {
+  cpu_pool().parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) fn(r);
+  });
+}
+
+}  // namespace
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  const int64_t n = x.size(-1);
+  const float* w = weight.data<float>();
+  for_rows(x.size(0), [&](int64_t r) { rms_norm_row(frow(x, r), w, eps, n, frow(out, r)); });
+}
+
+void CpuBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
+                              Tensor& out) {
+  const int64_t n = x.size(-1);
+  const float* w = weight.data<float>();
+  for_rows(x.size(0), [&](int64_t r) {
+    float* res = frow(residual, r);
+    const float* xr = frow(x, r);
+    for (int64_t i = 0; i < n; ++i) res[i] += xr[i];
+    rms_norm_row(res, w, eps, n, frow(out, r));
+  });
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  const int64_t n = a.size(-1);
+  for_rows(a.size(0), [&](int64_t r) {
+    const float *pa = frow(a, r), *pb = frow(b, r);
+    float* po = frow(out, r);
+    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  });
+}
+
+void CpuBackend::add_bias(Tensor& x, const Tensor& bias) {
+  const int64_t n = x.size(-1);
+  const float* b = bias.data<float>();
+  for_rows(x.size(0), [&](int64_t r) {
+    float* p = frow(x, r);
+    for (int64_t i = 0; i < n; ++i) p[i] += b[i];
+  });
+}
+
+void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  const int64_t heads = x.size(1);
+  const int half = params.rotary_dim / 2;
+  const int32_t* pos = positions.data<int32_t>();
+  for_rows(x.size(0), [&](int64_t t) {
+    std::vector<float> cos_v(half), sin_v(half);
+    for (int i = 0; i < half; ++i) {
+      const float theta = float(pos[t]) * params.inv_freq[i];
+      cos_v[i] = std::cos(theta) * params.mscale;
+      sin_v[i] = std::sin(theta) * params.mscale;
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = reinterpret_cast<float*>(x.row(t) + h * x.stride_bytes(1));
+      for (int i = 0; i < half; ++i) {
+        const int i0 = params.neox ? i : 2 * i;
+        const int i1 = params.neox ? i + half : 2 * i + 1;
+        const float a = v[i0], b = v[i1];
+        v[i0] = a * cos_v[i] - b * sin_v[i];
+        v[i1] = b * cos_v[i] + a * sin_v[i];
+      }
+    }
+  });
+}
+
+void CpuBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
+  const int64_t f = out.size(-1);
+  for_rows(out.size(0), [&](int64_t r) {
+    const float* g = frow(gate_up, r);
+    const float* u = g + f;
+    float* o = frow(out, r);
+    for (int64_t i = 0; i < f; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  });
+}
+
+void CpuBackend::softmax(const Tensor& x, Tensor& out) {
+  const int64_t n = x.size(-1);
+  for_rows(x.size(0), [&](int64_t r) {
+    const float* in = frow(x, r);
+    float* o = frow(out, r);
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, in[i]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += (o[i] = std::exp(in[i] - mx));
+    const float inv = float(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) o[i] *= inv;
+  });
+}
+
+}  // namespace vllm::cpu

@@ -1,0 +1,67 @@
+#include "runtime/cpu/isa.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace vllm::cpu {
+
+Isa detected_isa() {
+  static const Isa isa = [] {
+#if defined(__x86_64__)
+    // VLLM_CPU_ISA=scalar|avx2 caps the choice (for testing every variant on one machine).
+    const char* cap = std::getenv("VLLM_CPU_ISA");
+    const bool want_scalar = cap && std::strcmp(cap, "scalar") == 0;
+    const bool want_avx2 = cap && std::strcmp(cap, "avx2") == 0;
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
+    const bool vnni = avx2 && __builtin_cpu_supports("avx512vnni") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    if (want_scalar) return Isa::Scalar;
+    if (vnni && !want_avx2) return Isa::Avx512Vnni;
+    if (avx2) return Isa::Avx2;
+#endif
+    return Isa::Scalar;
+  }();
+  return isa;
+}
+
+QDotFn qdot_for(DType type) {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::qdot(type);
+    case Isa::Avx2: return avx2::qdot(type);
+    case Isa::Scalar: break;
+  }
+  return qdot_scalar(type);
+}
+
+const char* qdot_isa() {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return "avx512vnni";
+    case Isa::Avx2: return "avx2";
+    case Isa::Scalar: break;
+  }
+  return "scalar";
+}
+
+float dot_f32(const float* x, const float* y, int64_t n) {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::dot_f32(x, y, n);
+    case Isa::Avx2: return avx2::dot_f32(x, y, n);
+    case Isa::Scalar: break;
+  }
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::axpy_f32(a, x, y, n);
+    case Isa::Avx2: return avx2::axpy_f32(a, x, y, n);
+    case Isa::Scalar: break;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace vllm::cpu

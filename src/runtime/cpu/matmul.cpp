@@ -1,0 +1,86 @@
+// CPU matmul and embedding. Weights stay in their stored type: 32-element block types are
+// multiplied in int8 against activations quantised once per call (as llama.cpp does); other
+// types are expanded to f32 a tile of rows at a time.
+#include <algorithm>
+#include <vector>
+
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/isa.h"
+#include "runtime/cpu/quant.h"
+#include "runtime/thread_pool.h"
+
+namespace vllm::cpu {
+namespace {
+
+constexpr int64_t kRowTile = 16;  // weight rows per task: they stay in L1 across all M rows
+
+bool has_int8_dot(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
+
+void matmul_int8(const Tensor& x, const Tensor& w, Tensor& out) {
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  const int64_t nb = K / kQK;
+  static thread_local std::vector<BlockQ8_1> xq;
+  xq.resize(static_cast<size_t>(M * nb));
+  ThreadPool& pool = cpu_pool();
+  pool.parallel_for(M, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
+      quantize_row_q8_1(reinterpret_cast<const float*>(x.row(m)), xq.data() + m * nb, K);
+  });
+  const QDotFn dot = qdot_for(w.dtype());
+  const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
+  const BlockQ8_1* xq_data = xq.data();
+  pool.parallel_for(num_tiles, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = t * kRowTile, n1 = std::min(N, n0 + kRowTile);
+      for (int64_t m = 0; m < M; ++m) {
+        float* o = reinterpret_cast<float*>(out.row(m));
+        const BlockQ8_1* a = xq_data + m * nb;
+        for (int64_t n = n0; n < n1; ++n) o[n] = dot(w.row(n), a, nb);
+      }
+    }
+  });
+}
+
+void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out) {
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
+  const bool direct = w.dtype() == DType::F32;
+  cpu_pool().parallel_for(num_tiles, [&](int64_t t0, int64_t t1) {
+    std::vector<float> tile(direct ? 0 : static_cast<size_t>(kRowTile * K));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = t * kRowTile, n1 = std::min(N, n0 + kRowTile);
+      if (!direct)
+        for (int64_t n = n0; n < n1; ++n)
+          dequantize_row(w.dtype(), w.row(n), tile.data() + (n - n0) * K, K);
+      for (int64_t m = 0; m < M; ++m) {
+        const float* a = reinterpret_cast<const float*>(x.row(m));
+        float* o = reinterpret_cast<float*>(out.row(m));
+        for (int64_t n = n0; n < n1; ++n) {
+          const float* wr = direct ? reinterpret_cast<const float*>(w.row(n))
+                                   : tile.data() + (n - n0) * K;
+          o[n] = dot_f32(wr, a, K);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  if (has_int8_dot(w.dtype()))
+    matmul_int8(x, w, out);
+  else
+    matmul_f32(x, w, out);
+}
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  const int64_t T = ids.size(0), D = table.size(1);
+  const int32_t* id = ids.data<int32_t>();
+  cpu_pool().parallel_for(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      dequantize_row(table.dtype(), table.row(id[t]), reinterpret_cast<float*>(out.row(t)), D);
+  });
+}
+
+}  // namespace vllm::cpu

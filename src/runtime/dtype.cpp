@@ -1,0 +1,81 @@
+#include "runtime/dtype.h"
+
+#include "util/check.h"
+
+namespace vllm {
+
+const DTypeInfo& dtype_info(DType t) {
+  static const DTypeInfo kInfo[] = {
+      {"f32", 1, 4, false},
+      {"f16", 1, 2, false},
+      {"bf16", 1, 2, false},
+      {"i32", 1, 4, false},
+      {"q8_0", kQK, sizeof(BlockQ8_0), true},
+      {"q4_0", kQK, sizeof(BlockQ4_0), true},
+      {"q4_1", kQK, sizeof(BlockQ4_1), true},
+      {"q4_K", kQKK, sizeof(BlockQ4_K), true},
+      {"q5_K", kQKK, sizeof(BlockQ5_K), true},
+      {"q6_K", kQKK, sizeof(BlockQ6_K), true},
+  };
+  return kInfo[static_cast<int>(t)];
+}
+
+int64_t row_bytes(DType t, int64_t n) {
+  const DTypeInfo& info = dtype_info(t);
+  VLLM_CHECK(n % info.block_size == 0, "row of ", n, " elements is not a multiple of the ",
+             info.name, " block size ", info.block_size);
+  return n / info.block_size * info.block_bytes;
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) {
+        mant <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000 | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  x &= 0x7fffffff;
+  if (x > 0x7f800000) return uint16_t(sign | 0x7e00);  // NaN
+  if (x >= 0x477ff000) return uint16_t(sign | 0x7c00);  // overflow -> inf
+  if (x < 0x38800000) {                                 // subnormal or zero in f16
+    if (x < 0x33000000) return uint16_t(sign);
+    const uint32_t e = x >> 23;
+    uint32_t m = (x & 0x7fffff) | 0x800000;
+    const uint32_t shift = 126 - e;  // 14 + (113 - e)
+    const uint32_t half = 1u << (shift - 1);
+    uint32_t r = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    if (rem > half || (rem == half && (r & 1))) ++r;
+    return uint16_t(sign | r);
+  }
+  uint32_t r = x - 0x38000000;  // rebias exponent 127 -> 15
+  const uint32_t rem = r & 0x1fff;
+  r >>= 13;
+  if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) ++r;
+  return uint16_t(sign | r);
+}
+
+}  // namespace vllm

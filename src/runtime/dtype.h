@@ -1,0 +1,80 @@
+// Element types: plain floats and GGUF block-quantized types. A quantized row of n elements
+// is n / block_size blocks of block_bytes each; the block layouts match the GGUF spec.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace vllm {
+
+enum class DType : uint8_t { F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K };
+
+struct DTypeInfo {
+  std::string_view name;
+  int64_t block_size;   // elements per block (1 for plain types)
+  int64_t block_bytes;  // bytes per block
+  bool quantized;
+};
+
+const DTypeInfo& dtype_info(DType t);
+inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+// Bytes taken by n elements of type t; n must be a multiple of the block size.
+int64_t row_bytes(DType t, int64_t n);
+
+// ---- half-precision conversions (bit exact, round-to-nearest-even) ----
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+inline float bf16_to_f32(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fff + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+
+// ---- GGUF block layouts ----
+inline constexpr int kQK = 32;    // block size of Q8_0, Q4_0, Q4_1
+inline constexpr int kQKK = 256;  // super-block size of the K-quants
+
+struct BlockQ8_0 {
+  uint16_t d;  // f16 scale
+  int8_t qs[kQK];
+};
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK / 2];  // element j in low nibble of qs[j], element j+16 in high nibble
+};
+struct BlockQ4_1 {
+  uint16_t d;  // scale
+  uint16_t m;  // min
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ4_K {
+  uint16_t d;     // super-block scale for the 6-bit scales
+  uint16_t dmin;  // super-block scale for the 6-bit mins
+  uint8_t scales[12];
+  uint8_t qs[kQKK / 2];
+};
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQKK / 8];
+  uint8_t qs[kQKK / 2];
+};
+struct BlockQ6_K {
+  uint8_t ql[kQKK / 2];
+  uint8_t qh[kQKK / 4];
+  int8_t scales[kQKK / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+
+}  // namespace vllm

@@ -1,0 +1,179 @@
+// Op front-ends: validate once, then dispatch to the output's backend.
+#include "runtime/ops.h"
+
+#include "runtime/backend.h"
+#include "util/check.h"
+
+namespace vllm {
+namespace {
+
+void expect(const Tensor& t, const char* name, int ndim, DType dtype) {
+  VLLM_CHECK(t.defined(), name, " is undefined");
+  VLLM_CHECK(t.ndim() == ndim, name, " must have ", ndim, " dims, got ", t.shape_str());
+  VLLM_CHECK(t.dtype() == dtype, name, " must be ", dtype_name(dtype), ", got ", t.shape_str());
+}
+
+void same_device(const Tensor& a, const Tensor& b) {
+  VLLM_CHECK(a.device() == b.device(), "tensors on ", a.device().str(), " and ",
+             b.device().str());
+}
+
+// Rows may be strided, but each row's elements must be packed.
+void inner_packed(const Tensor& t, const char* name) {
+  VLLM_CHECK(t.stride_bytes(-1) == dtype_info(t.dtype()).block_bytes, name,
+             " must be contiguous in its last dim");
+}
+
+}  // namespace
+
+void matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  expect(x, "x", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(w.ndim() == 2, "weight must be 2-D, got ", w.shape_str());
+  VLLM_CHECK(w.dtype() != DType::I32, "weight dtype i32");
+  VLLM_CHECK(x.size(1) == w.size(1), "matmul inner dims: x ", x.shape_str(), " w ", w.shape_str());
+  VLLM_CHECK(out.size(0) == x.size(0) && out.size(1) == w.size(0), "matmul out ",
+             out.shape_str(), " for x ", x.shape_str(), " w ", w.shape_str());
+  VLLM_CHECK(w.size(1) % dtype_info(w.dtype()).block_size == 0, "weight row length");
+  inner_packed(x, "x");
+  inner_packed(out, "out");
+  same_device(x, w);
+  same_device(x, out);
+  backend_for(out.device()).matmul(x, w, out);
+}
+
+void embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  expect(ids, "ids", 1, DType::I32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(table.ndim() == 2, "embedding table must be 2-D");
+  VLLM_CHECK(out.size(0) == ids.size(0) && out.size(1) == table.size(1), "embedding out ",
+             out.shape_str());
+  if (ids.device().kind == DeviceKind::Cpu) {
+    const int32_t* p = ids.data<int32_t>();
+    for (int64_t i = 0; i < ids.size(0); ++i)
+      VLLM_CHECK(p[i] >= 0 && p[i] < table.size(0), "token id ", p[i], " outside vocab of ",
+                 table.size(0));
+  }
+  same_device(ids, table);
+  same_device(ids, out);
+  backend_for(out.device()).embedding(ids, table, out);
+}
+
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  expect(x, "x", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  expect(weight, "weight", 1, DType::F32);
+  VLLM_CHECK(weight.size(0) == x.size(1) && out.shape() == x.shape(), "rms_norm shapes");
+  inner_packed(x, "x");
+  backend_for(out.device()).rms_norm(x, weight, eps, out);
+}
+
+void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out) {
+  expect(x, "x", 2, DType::F32);
+  expect(residual, "residual", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  expect(weight, "weight", 1, DType::F32);
+  VLLM_CHECK(residual.shape() == x.shape() && out.shape() == x.shape() &&
+                 weight.size(0) == x.size(1),
+             "add_rms_norm shapes");
+  backend_for(out.device()).add_rms_norm(x, residual, weight, eps, out);
+}
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  expect(a, "a", 2, DType::F32);
+  expect(b, "b", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(a.shape() == b.shape() && a.shape() == out.shape(), "add shapes");
+  backend_for(out.device()).add(a, b, out);
+}
+
+void add_bias(Tensor& x, const Tensor& bias) {
+  expect(x, "x", 2, DType::F32);
+  expect(bias, "bias", 1, DType::F32);
+  VLLM_CHECK(bias.size(0) == x.size(1), "bias of ", bias.shape_str(), " for ", x.shape_str());
+  backend_for(x.device()).add_bias(x, bias);
+}
+
+void rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  expect(x, "x", 3, DType::F32);
+  expect(positions, "positions", 1, DType::I32);
+  VLLM_CHECK(positions.size(0) == x.size(0), "rope positions for ", x.shape_str());
+  VLLM_CHECK(x.size(2) == params.head_dim && params.rotary_dim <= params.head_dim &&
+                 params.rotary_dim % 2 == 0 &&
+                 static_cast<int>(params.inv_freq.size()) == params.rotary_dim / 2,
+             "rope params for head_dim ", x.size(2));
+  VLLM_CHECK(x.stride_bytes(2) == 4, "rope needs packed heads");
+  backend_for(x.device()).rope(x, positions, params);
+}
+
+void silu_and_mul(const Tensor& gate_up, Tensor& out) {
+  expect(gate_up, "gate_up", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(gate_up.size(1) == 2 * out.size(1) && gate_up.size(0) == out.size(0),
+             "silu_and_mul shapes ", gate_up.shape_str(), " -> ", out.shape_str());
+  backend_for(out.device()).silu_and_mul(gate_up, out);
+}
+
+void softmax(const Tensor& x, Tensor& out) {
+  expect(x, "x", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(x.shape() == out.shape(), "softmax shapes");
+  backend_for(out.device()).softmax(x, out);
+}
+
+void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                       const Tensor& slot_mapping) {
+  expect(k, "k", 3, DType::F32);
+  expect(v, "v", 3, DType::F32);
+  expect(k_cache, "k_cache", 4, DType::F32);
+  expect(v_cache, "v_cache", 4, DType::F32);
+  expect(slot_mapping, "slot_mapping", 1, DType::I32);
+  VLLM_CHECK(k.shape() == v.shape() && k_cache.shape() == v_cache.shape(), "kv shapes");
+  VLLM_CHECK(k.size(1) == k_cache.size(2) && k.size(2) == k_cache.size(3), "k ",
+             k.shape_str(), " for cache ", k_cache.shape_str());
+  VLLM_CHECK(slot_mapping.size(0) == k.size(0), "slot_mapping length");
+  VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
+  VLLM_CHECK(k.stride_bytes(2) == 4 && k.stride_bytes(1) == 4 * k.size(2) &&
+                 v.stride_bytes(2) == 4 && v.stride_bytes(1) == 4 * v.size(2),
+             "k and v rows must be packed");
+  const int64_t num_slots = k_cache.size(0) * k_cache.size(1);
+  const int32_t* s = slot_mapping.data<int32_t>();
+  for (int64_t t = 0; t < k.size(0); ++t)
+    VLLM_CHECK(s[t] < num_slots, "slot ", s[t], " beyond cache of ", num_slots);
+  backend_for(k_cache.device()).reshape_and_cache(k, v, k_cache, v_cache, slot_mapping);
+}
+
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     const AttentionMeta& meta, float scale, int sliding_window, Tensor& out) {
+  expect(q, "q", 3, DType::F32);
+  expect(out, "out", 3, DType::F32);
+  expect(k_cache, "k_cache", 4, DType::F32);
+  expect(v_cache, "v_cache", 4, DType::F32);
+  VLLM_CHECK(out.shape() == q.shape(), "attention out ", out.shape_str());
+  VLLM_CHECK(q.size(2) == k_cache.size(3) && q.size(1) % k_cache.size(2) == 0,
+             "q ", q.shape_str(), " vs cache ", k_cache.shape_str());
+  const int n = meta.num_seqs();
+  VLLM_CHECK(static_cast<int>(meta.query_start_loc.size()) == n + 1 &&
+                 meta.query_start_loc[0] == 0 && meta.query_start_loc[n] == q.size(0),
+             "query_start_loc does not cover the ", q.size(0), " query tokens");
+  VLLM_CHECK(static_cast<int64_t>(meta.block_tables.size()) ==
+                 int64_t(n) * meta.max_blocks_per_seq,
+             "block_tables size");
+  const int64_t block_size = k_cache.size(1);
+  for (int b = 0; b < n; ++b) {
+    const int32_t q_len = meta.query_start_loc[b + 1] - meta.query_start_loc[b];
+    VLLM_CHECK(q_len >= 0 && q_len <= meta.seq_lens[b], "sequence ", b, " has ", q_len,
+               " queries but ", meta.seq_lens[b], " tokens");
+    VLLM_CHECK(meta.seq_lens[b] <= int64_t(meta.max_blocks_per_seq) * block_size,
+               "sequence ", b, " longer than its block table");
+    const int32_t used = static_cast<int32_t>((meta.seq_lens[b] + block_size - 1) / block_size);
+    for (int32_t j = 0; j < used; ++j) {
+      const int32_t blk = meta.block_tables[size_t(b) * meta.max_blocks_per_seq + j];
+      VLLM_CHECK(blk >= 0 && blk < k_cache.size(0), "block id ", blk, " out of range");
+    }
+  }
+  backend_for(out.device()).paged_attention(q, k_cache, v_cache, meta, scale, sliding_window,
+                                            out);
+}
+
+}  // namespace vllm

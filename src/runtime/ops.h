@@ -1,0 +1,59 @@
+// Op front-ends: free functions with explicit outputs. Each validates shapes, dtypes and
+// devices once, then dispatches to the backend of its output's device.
+#pragma once
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace vllm {
+
+// Rotary embedding. inv_freq holds one frequency per rotated pair (rotary_dim / 2 entries),
+// already adjusted for llama3 / linear / YaRN scaling; mscale multiplies cos and sin (YaRN).
+struct RopeParams {
+  std::vector<float> inv_freq;
+  int head_dim = 0;
+  int rotary_dim = 0;  // leading dims of each head that rotate (<= head_dim)
+  bool neox = true;    // NeoX: pairs (i, i + rotary_dim/2); GPT-J: pairs (2i, 2i+1)
+  float mscale = 1.0f;
+};
+
+// Where each sequence of a batch sits in the flat token dimension and in the paged cache.
+// Sequence b owns query tokens [query_start_loc[b], query_start_loc[b+1]); they are the last
+// tokens of its context of seq_lens[b] tokens, whose KV lives in blocks block_tables[b][:].
+struct AttentionMeta {
+  std::vector<int32_t> query_start_loc;  // [num_seqs + 1]
+  std::vector<int32_t> seq_lens;         // [num_seqs]
+  std::vector<int32_t> block_tables;     // [num_seqs, max_blocks_per_seq], row-major
+  int max_blocks_per_seq = 0;
+  int num_seqs() const { return static_cast<int>(seq_lens.size()); }
+};
+
+// out[M, N] = x[M, K] @ w[N, K]^T. x f32; w f32/f16/bf16 or a GGUF block type.
+void matmul(const Tensor& x, const Tensor& w, Tensor& out);
+// out[T, D] = table[ids[t], :]; ids i32, table any dtype, out f32.
+void embedding(const Tensor& ids, const Tensor& table, Tensor& out);
+// out[T, D] = x / rms(x) * weight.
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+// residual += x in place, then out = rms_norm(residual) * weight (pre-norm residual stream).
+void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out);
+// out = a + b (same shape, f32).
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+// x[T, N] += bias[N].
+void add_bias(Tensor& x, const Tensor& bias);
+// x[T, H, head_dim] rotated in place at positions[T] (i32).
+void rope(Tensor& x, const Tensor& positions, const RopeParams& params);
+// out[T, F] = silu(gate_up[:, :F]) * gate_up[:, F:].
+void silu_and_mul(const Tensor& gate_up, Tensor& out);
+// Row-wise softmax over the last dim of x[R, C].
+void softmax(const Tensor& x, Tensor& out);
+// Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] at slot_mapping[T]
+// (slot = block * block_size + offset; negative slots are skipped).
+void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                       const Tensor& slot_mapping);
+// Causal attention of q[T, Hq, D] over the paged cache (GQA: Hq % Hkv == 0). A key at
+// position j is visible from a query at position p when j <= p and, with a sliding window
+// W > 0, p - j < W.
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     const AttentionMeta& meta, float scale, int sliding_window, Tensor& out);
+
+}  // namespace vllm

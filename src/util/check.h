@@ -1,0 +1,38 @@
+// Error reporting: one exception type for user-facing failures (bad files, bad input) and one
+// check macro for invariants, both carrying file:line via std::source_location.
+#pragma once
+#include <source_location>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace vllm {
+
+// Thrown for anything a caller can report to a user: a damaged file, a bad argument.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void fail_check(const char* expr, const std::string& msg,
+                             const std::source_location& loc);
+
+namespace detail {
+inline std::string cat() { return {}; }
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+}  // namespace vllm
+
+// VLLM_CHECK(cond, msg parts...): throws vllm::Error naming file:line and the condition.
+#define VLLM_CHECK(cond, ...)                                                   \
+  do {                                                                          \
+    if (!(cond)) [[unlikely]]                                                   \
+      ::vllm::fail_check(#cond, ::vllm::detail::cat(__VA_ARGS__),               \
+                         std::source_location::current());                      \
+  } while (0)
