@@ -60,11 +60,15 @@ void embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
 }
 
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
-  expect(x, "x", 2, DType::F32);
-  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(x.ndim() == 2 || x.ndim() == 3, "rms_norm x must be [T, D] or [T, H, D], got ",
+             x.shape_str());
+  expect(x, "x", x.ndim(), DType::F32);
+  expect(out, "out", x.ndim(), DType::F32);
   expect(weight, "weight", 1, DType::F32);
-  VLLM_CHECK(weight.size(0) == x.size(1) && out.shape() == x.shape(), "rms_norm shapes");
+  VLLM_CHECK(weight.size(0) == x.size(-1) && out.shape() == x.shape(), "rms_norm shapes ",
+             x.shape_str(), " weight ", weight.shape_str(), " out ", out.shape_str());
   inner_packed(x, "x");
+  inner_packed(out, "out");
   backend_for(out.device()).rms_norm(x, weight, eps, out);
 }
 

@@ -96,12 +96,43 @@ Tensor Tensor::reshape(std::initializer_list<int64_t> shape) const {
   return t;
 }
 
-Tensor Tensor::narrow(int64_t start, int64_t length) const {
-  VLLM_CHECK(ndim_ >= 1 && start >= 0 && length >= 0 && start + length <= shape_[0],
-             "narrow [", start, ", ", start + length, ") of ", shape_str());
+Tensor Tensor::slice(int dim, int64_t start, int64_t length) const {
+  dim = norm_dim(dim);
+  VLLM_CHECK(dim >= 0 && dim < ndim_ && start >= 0 && length >= 0 &&
+                 start + length <= shape_[dim],
+             "slice [", start, ", ", start + length, ") of dim ", dim, " of ", shape_str());
+  if (dim == ndim_ - 1) {
+    const int64_t bs = dtype_info(dtype_).block_size;
+    VLLM_CHECK(start % bs == 0 && length % bs == 0, "slice not block aligned");
+  }
   Tensor t = *this;
-  t.offset_ += static_cast<size_t>(start * strides_[0]);
-  t.shape_[0] = length;
+  const int64_t step = dim == ndim_ - 1 ? row_bytes(dtype_, start) : start * strides_[dim];
+  t.offset_ += static_cast<size_t>(step);
+  t.shape_[dim] = length;
+  return t;
+}
+
+Tensor Tensor::split_last(int64_t n) const {
+  VLLM_CHECK(ndim_ < kMaxDims && n > 0 && shape_[ndim_ - 1] % n == 0, "split_last ", n, " of ",
+             shape_str());
+  VLLM_CHECK(!dtype_info(dtype_).quantized, "split_last of a block type");
+  Tensor t = *this;
+  const int64_t d = shape_[ndim_ - 1] / n;
+  t.shape_[ndim_ - 1] = n;
+  t.shape_[ndim_] = d;
+  t.strides_[ndim_] = strides_[ndim_ - 1];
+  t.strides_[ndim_ - 1] = strides_[ndim_ - 1] * d;
+  ++t.ndim_;
+  return t;
+}
+
+Tensor Tensor::merge_last() const {
+  VLLM_CHECK(ndim_ >= 2 && strides_[ndim_ - 2] == strides_[ndim_ - 1] * shape_[ndim_ - 1],
+             "merge_last of ", shape_str());
+  Tensor t = *this;
+  t.shape_[ndim_ - 2] *= shape_[ndim_ - 1];
+  t.strides_[ndim_ - 2] = strides_[ndim_ - 1];
+  --t.ndim_;
   return t;
 }
 

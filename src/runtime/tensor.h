@@ -66,7 +66,12 @@ class Tensor {
 
   // Views share storage. reshape needs a contiguous tensor; narrow slices dim 0.
   Tensor reshape(std::initializer_list<int64_t> shape) const;
-  Tensor narrow(int64_t start, int64_t length) const;
+  Tensor narrow(int64_t start, int64_t length) const { return slice(0, start, length); }
+  Tensor slice(int dim, int64_t start, int64_t length) const;
+  // [..., n * d] -> [..., n, d] over the same memory (the last dim must be packed).
+  Tensor split_last(int64_t n) const;
+  // [a, b, c] -> [a, b * c] over the same memory (dims 1 and 2 must be packed together).
+  Tensor merge_last() const;
   // A contiguous copy on `device` (plain dtypes converted through f32 when `dtype` differs).
   Tensor to(Device device) const;
 

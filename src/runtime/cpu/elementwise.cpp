@@ -28,8 +28,15 @@ void for_rows(int64_t rows, const std::function<void(int64_t)>& fn) {
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   const int64_t n = x.size(-1);
+  const int64_t heads = x.ndim() == 3 ? x.size(1) : 1;  // [T, H, D]: each head is a row
   const float* w = weight.data<float>();
-  for_rows(x.size(0), [&](int64_t r) { rms_norm_row(frow(x, r), w, eps, n, frow(out, r)); });
+  for_rows(x.size(0) * heads, [&](int64_t r) {
+    const int64_t t = r / heads, h = r % heads;
+    const int64_t xs = x.ndim() == 3 ? x.stride_bytes(1) : 0;
+    const int64_t os = out.ndim() == 3 ? out.stride_bytes(1) : 0;
+    rms_norm_row(reinterpret_cast<const float*>(x.row(t) + h * xs), w, eps, n,
+                 reinterpret_cast<float*>(out.row(t) + h * os));
+  });
 }
 
 void CpuBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,

@@ -19,16 +19,17 @@ bool has_int8_dot(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t ==
 void matmul_int8(const Tensor& x, const Tensor& w, Tensor& out) {
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   const int64_t nb = K / kQK;
+  // The calling thread's buffer; workers reach it through the pointer (not their own copy).
   static thread_local std::vector<BlockQ8_1> xq;
   xq.resize(static_cast<size_t>(M * nb));
+  BlockQ8_1* xq_data = xq.data();
   ThreadPool& pool = cpu_pool();
   pool.parallel_for(M, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m)
-      quantize_row_q8_1(reinterpret_cast<const float*>(x.row(m)), xq.data() + m * nb, K);
+      quantize_row_q8_1(reinterpret_cast<const float*>(x.row(m)), xq_data + m * nb, K);
   });
   const QDotFn dot = qdot_for(w.dtype());
   const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
-  const BlockQ8_1* xq_data = xq.data();
   pool.parallel_for(num_tiles, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n0 = t * kRowTile, n1 = std::min(N, n0 + kRowTile);

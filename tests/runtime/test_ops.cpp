@@ -1,0 +1,312 @@
+// Each op against a plain reference written here in the most direct form, on random inputs
+// with odd shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/cpu/isa.h"
+#include "runtime/cpu/quant.h"
+#include "runtime/ops.h"
+#include "runtime/thread_pool.h"
+#include "util/check.h"
+
+using namespace vllm;
+
+namespace {
+
+std::mt19937 rng(1234);
+
+Tensor randn(std::initializer_list<int64_t> shape, float scale = 1.0f) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  std::normal_distribution<float> d(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+float max_abs_diff(const float* a, const float* b, int64_t n) {
+  float m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+// Quantise a random f32 [n, k] matrix to `type` (via the reference quantisers).
+Tensor quantize(const Tensor& w, DType type) {
+  const int64_t n = w.size(0), k = w.size(1);
+  Tensor q = Tensor::empty({n, k}, type);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* src = w.data<float>() + r * k;
+    switch (type) {
+      case DType::Q8_0: cpu::quantize_row_q8_0(src, reinterpret_cast<BlockQ8_0*>(q.row(r)), k); break;
+      case DType::Q4_0: cpu::quantize_row_q4_0(src, reinterpret_cast<BlockQ4_0*>(q.row(r)), k); break;
+      case DType::Q4_1: cpu::quantize_row_q4_1(src, reinterpret_cast<BlockQ4_1*>(q.row(r)), k); break;
+      case DType::F16:
+        for (int64_t i = 0; i < k; ++i) reinterpret_cast<uint16_t*>(q.row(r))[i] = f32_to_f16(src[i]);
+        break;
+      case DType::BF16:
+        for (int64_t i = 0; i < k; ++i) reinterpret_cast<uint16_t*>(q.row(r))[i] = f32_to_bf16(src[i]);
+        break;
+      default: ADD_FAILURE() << "no quantiser";
+    }
+  }
+  return q;
+}
+
+}  // namespace
+
+TEST(Dtype, HalfConversionsRoundTrip) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = f16_to_f32(uint16_t(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(f32_to_f16(f), h) << h;
+  }
+  EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_f32(0x4049), 3.140625f);
+  // Ties go to even: 1 + 2^-8 (half-way between two bf16 values) rounds down.
+  EXPECT_EQ(f32_to_bf16(1.00390625f), 0x3f80);
+}
+
+// matmul with each weight type against a double-precision reference on the dequantized
+// weights; int8 paths also quantise activations, so their bound is looser.
+class MatmulTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulTest, MatchesReference) {
+  const DType type = GetParam();
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 64},
+                         {7, 100, 96},
+                         {33, 19, 256}}) {
+    Tensor x = randn({M, K});
+    Tensor wf = randn({N, K}, 0.5f);
+    Tensor w = type == DType::F32 ? wf : quantize(wf, type);
+    std::vector<float> wd(N * K);
+    for (int64_t r = 0; r < N; ++r) cpu::dequantize_row(type, w.row(r), wd.data() + r * K, K);
+    Tensor out = Tensor::empty({M, N}, DType::F32);
+    matmul(x, w, out);
+    const bool int8 = dtype_info(type).quantized;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          ref += double(x.data<float>()[m * K + k]) * wd[n * K + k];
+          mag += std::fabs(double(x.data<float>()[m * K + k]) * wd[n * K + k]);
+        }
+        const double tol = int8 ? 0.01 * mag + 1e-3 : 1e-5 * mag + 1e-5;
+        ASSERT_NEAR(out.data<float>()[m * N + n], ref, tol) << M << "x" << N << "x" << K;
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulTest,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+                                           DType::Q4_0, DType::Q4_1),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Every compiled ISA variant of the int8 block dot gives the scalar result (same integer
+// sums; only the float accumulation order differs).
+TEST(QuantDot, IsaVariantsAgreeWithScalar) {
+  const int64_t K = 32 * 37;
+  Tensor wf = randn({1, K}), xf = randn({1, K});
+  std::vector<cpu::BlockQ8_1> a(K / 32);
+  cpu::quantize_row_q8_1(xf.data<float>(), a.data(), K);
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+    Tensor w = quantize(wf, t);
+    const float ref = cpu::qdot_scalar(t)(w.raw(), a.data(), K / 32);
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) {
+      EXPECT_NEAR(cpu::avx2::qdot(t)(w.raw(), a.data(), K / 32), ref, 1e-3 * std::fabs(ref) + 1e-3);
+    }
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) {
+      EXPECT_NEAR(cpu::avx512::qdot(t)(w.raw(), a.data(), K / 32), ref, 1e-3 * std::fabs(ref) + 1e-3);
+    }
+  }
+}
+
+TEST(Ops, RmsNormAndFusedResidual) {
+  const int64_t T = 5, D = 77;
+  Tensor x = randn({T, D}), w = randn({D}), res = randn({T, D});
+  Tensor out = Tensor::empty({T, D}, DType::F32);
+  rms_norm(x, w, 1e-5f, out);
+  for (int64_t t = 0; t < T; ++t) {
+    double ss = 0;
+    for (int64_t i = 0; i < D; ++i) ss += double(x.data<float>()[t * D + i]) * x.data<float>()[t * D + i];
+    const double inv = 1.0 / std::sqrt(ss / D + 1e-5);
+    for (int64_t i = 0; i < D; ++i)
+      ASSERT_NEAR(out.data<float>()[t * D + i], x.data<float>()[t * D + i] * inv * w.data<float>()[i], 1e-5);
+  }
+  std::vector<float> expect_res(T * D);
+  for (int64_t i = 0; i < T * D; ++i) expect_res[i] = res.data<float>()[i] + x.data<float>()[i];
+  Tensor out2 = Tensor::empty({T, D}, DType::F32);
+  add_rms_norm(x, res, w, 1e-5f, out2);
+  EXPECT_EQ(max_abs_diff(res.data<float>(), expect_res.data(), T * D), 0.0f);
+  Tensor out3 = Tensor::empty({T, D}, DType::F32);
+  rms_norm(res, w, 1e-5f, out3);
+  EXPECT_EQ(max_abs_diff(out2.data<float>(), out3.data<float>(), T * D), 0.0f);
+}
+
+TEST(Ops, RmsNormPerHead) {
+  Tensor x = randn({3, 4, 16}), w = randn({16});
+  Tensor out = Tensor::empty({3, 4, 16}, DType::F32);
+  rms_norm(x, w, 1e-6f, out);
+  Tensor flat = x.reshape({12, 16});
+  Tensor ref = Tensor::empty({12, 16}, DType::F32);
+  rms_norm(flat, w, 1e-6f, ref);
+  EXPECT_EQ(max_abs_diff(out.data<float>(), ref.data<float>(), 12 * 16), 0.0f);
+}
+
+TEST(Ops, EmbeddingGathersRows) {
+  Tensor table = randn({11, 64});
+  Tensor q = quantize(table, DType::Q8_0);
+  Tensor ids = Tensor::empty({4}, DType::I32);
+  const int32_t idv[] = {3, 0, 10, 3};
+  std::copy(idv, idv + 4, ids.data<int32_t>());
+  Tensor out = Tensor::empty({4, 64}, DType::F32);
+  embedding(ids, q, out);
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> row(64);
+    cpu::dequantize_row(DType::Q8_0, q.row(idv[i]), row.data(), 64);
+    EXPECT_EQ(max_abs_diff(out.data<float>() + i * 64, row.data(), 64), 0.0f);
+  }
+  ids.data<int32_t>()[1] = 11;
+  EXPECT_THROW(embedding(ids, q, out), Error);
+}
+
+TEST(Ops, RopeNeoxAndGptj) {
+  const int64_t T = 3, H = 2, D = 12;
+  for (bool neox : {true, false}) {
+    RopeParams p;
+    p.head_dim = D;
+    p.rotary_dim = 8;  // partial rotation: the last 4 dims pass through
+    p.neox = neox;
+    p.mscale = 1.25f;
+    for (int i = 0; i < 4; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / 8));
+    Tensor x = randn({T, H, D});
+    std::vector<float> orig(x.data<float>(), x.data<float>() + T * H * D);
+    Tensor pos = Tensor::empty({T}, DType::I32);
+    pos.data<int32_t>()[0] = 0;
+    pos.data<int32_t>()[1] = 5;
+    pos.data<int32_t>()[2] = 1000;
+    rope(x, pos, p);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const float* o = orig.data() + (t * H + h) * D;
+        const float* r = x.data<float>() + (t * H + h) * D;
+        for (int i = 0; i < 4; ++i) {
+          const int a = neox ? i : 2 * i, b = neox ? i + 4 : 2 * i + 1;
+          const double th = double(pos.data<int32_t>()[t]) * p.inv_freq[i];
+          EXPECT_NEAR(r[a], 1.25 * (o[a] * std::cos(th) - o[b] * std::sin(th)), 2e-4);
+          EXPECT_NEAR(r[b], 1.25 * (o[b] * std::cos(th) + o[a] * std::sin(th)), 2e-4);
+        }
+        for (int i = 8; i < D; ++i) EXPECT_EQ(r[i], o[i]);
+      }
+  }
+}
+
+TEST(Ops, SiluAndMulSoftmaxAddBias) {
+  Tensor gu = randn({3, 2 * 45});
+  Tensor out = Tensor::empty({3, 45}, DType::F32);
+  silu_and_mul(gu, out);
+  for (int t = 0; t < 3; ++t)
+    for (int i = 0; i < 45; ++i) {
+      const double g = gu.data<float>()[t * 90 + i], u = gu.data<float>()[t * 90 + 45 + i];
+      EXPECT_NEAR(out.data<float>()[t * 45 + i], g / (1 + std::exp(-g)) * u, 1e-5);
+    }
+  Tensor x = randn({4, 33}, 5.0f);
+  Tensor sm = Tensor::empty({4, 33}, DType::F32);
+  softmax(x, sm);
+  for (int r = 0; r < 4; ++r) {
+    double mx = -1e30, sum = 0;
+    for (int i = 0; i < 33; ++i) mx = std::max(mx, double(x.data<float>()[r * 33 + i]));
+    for (int i = 0; i < 33; ++i) sum += std::exp(x.data<float>()[r * 33 + i] - mx);
+    for (int i = 0; i < 33; ++i)
+      EXPECT_NEAR(sm.data<float>()[r * 33 + i], std::exp(x.data<float>()[r * 33 + i] - mx) / sum, 1e-6);
+  }
+  Tensor b = randn({33});
+  std::vector<float> before(x.data<float>(), x.data<float>() + 4 * 33);
+  add_bias(x, b);
+  for (int i = 0; i < 4 * 33; ++i) EXPECT_EQ(x.data<float>()[i], before[i] + b.data<float>()[i % 33]);
+}
+
+// Attention of several sequences at different offsets in one batch, GQA, with and without a
+// sliding window, against dense attention over each sequence's full K/V history.
+TEST(Ops, PagedAttentionMixedBatch) {
+  const int64_t Hq = 6, Hkv = 2, D = 20, block = 4, num_blocks = 32;
+  const std::vector<int> ctx = {9, 1, 14};    // context length of each sequence
+  const std::vector<int> qlen = {9, 1, 3};    // new tokens: full prefill, decode, chunk
+  for (int window : {0, 5}) {
+    Tensor kc = Tensor::zeros({num_blocks, block, Hkv, D}, DType::F32);
+    Tensor vc = Tensor::zeros({num_blocks, block, Hkv, D}, DType::F32);
+    AttentionMeta meta;
+    meta.max_blocks_per_seq = 4;
+    meta.query_start_loc = {0};
+    std::vector<std::vector<float>> K, V;  // dense history per sequence [ctx, Hkv, D]
+    int next_block = num_blocks - 1;
+    for (size_t s = 0; s < ctx.size(); ++s) {
+      for (int j = 0; j < meta.max_blocks_per_seq; ++j) meta.block_tables.push_back(next_block--);
+      meta.seq_lens.push_back(ctx[s]);
+      meta.query_start_loc.push_back(meta.query_start_loc.back() + qlen[s]);
+      Tensor k = randn({ctx[s], Hkv, D}), v = randn({ctx[s], Hkv, D});
+      K.emplace_back(k.data<float>(), k.data<float>() + k.numel());
+      V.emplace_back(v.data<float>(), v.data<float>() + v.numel());
+      Tensor slots = Tensor::empty({ctx[s]}, DType::I32);
+      for (int p = 0; p < ctx[s]; ++p)
+        slots.data<int32_t>()[p] = meta.block_tables[s * 4 + p / block] * block + p % block;
+      reshape_and_cache(k, v, kc, vc, slots);
+    }
+    const int64_t T = meta.query_start_loc.back();
+    Tensor q = randn({T, Hq, D});
+    Tensor out = Tensor::empty({T, Hq, D}, DType::F32);
+    const float scale = 0.3f;
+    paged_attention(q, kc, vc, meta, scale, window, out);
+    for (size_t s = 0; s < ctx.size(); ++s)
+      for (int i = 0; i < qlen[s]; ++i) {
+        const int64_t t = meta.query_start_loc[s] + i;
+        const int p = ctx[s] - qlen[s] + i;
+        for (int64_t h = 0; h < Hq; ++h) {
+          const int64_t kh = h / (Hq / Hkv);
+          std::vector<double> w;
+          double mx = -1e30;
+          const int first = window ? std::max(0, p - window + 1) : 0;
+          for (int j = first; j <= p; ++j) {
+            double sc = 0;
+            for (int d = 0; d < D; ++d)
+              sc += double(q.data<float>()[(t * Hq + h) * D + d]) * K[s][(j * Hkv + kh) * D + d];
+            w.push_back(sc * scale);
+            mx = std::max(mx, w.back());
+          }
+          double sum = 0;
+          for (double& x : w) sum += (x = std::exp(x - mx));
+          for (int d = 0; d < D; ++d) {
+            double ref = 0;
+            for (int j = first; j <= p; ++j) ref += w[j - first] / sum * V[s][(j * Hkv + kh) * D + d];
+            ASSERT_NEAR(out.data<float>()[(t * Hq + h) * D + d], ref, 1e-5)
+                << "seq " << s << " tok " << i << " head " << h << " window " << window;
+          }
+        }
+      }
+  }
+}
+
+TEST(Ops, FrontEndRejectsBadShapes) {
+  Tensor x = randn({2, 8}), w = randn({3, 9});
+  Tensor out = Tensor::empty({2, 3}, DType::F32);
+  EXPECT_THROW(matmul(x, w, out), Error);
+  Tensor wq = quantize(randn({3, 64}), DType::Q8_0);
+  Tensor bad = Tensor::empty({2, 4}, DType::F32);
+  EXPECT_THROW(matmul(randn({2, 64}), wq, bad), Error);  // out has the wrong width
+  EXPECT_THROW(Tensor::empty({2, 33}, DType::Q4_0), Error);  // not block aligned
+}
+
+TEST(ThreadPool, ParallelForCoversRangeOnce) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<int> hits(1001, 0);
+    for (int rep = 0; rep < 50; ++rep)
+      pool.parallel_for(1001, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      });
+    for (int h : hits) ASSERT_EQ(h, 50);
+  }
+}
