@@ -198,8 +198,9 @@ class GgufParser {
         fail("row length " + std::to_string(inner) + " is not a multiple of the block size " +
              std::to_string(gt->block_size) + " of type " + std::to_string(t.ggml_type));
       const int64_t rows = inner == 0 ? 0 : numel / inner;
-      int64_t nbytes = 0;
-      if (__builtin_mul_overflow(rows, inner / gt->block_size * gt->block_bytes, &nbytes))
+      int64_t row_bytes = 0, nbytes = 0;
+      if (__builtin_mul_overflow(inner / gt->block_size, gt->block_bytes, &row_bytes) ||
+          __builtin_mul_overflow(rows, row_bytes, &nbytes))
         fail("byte size overflows 64 bits");
       t.nbytes = static_cast<uint64_t>(nbytes);
       t.supported = gt->dtype.has_value();

@@ -58,6 +58,7 @@ class GgufFile {
   // missing or its type is not supported.
   Tensor tensor(std::string_view name) const;
 
+ private:
   // Where a value's bytes start in the mapping; decoded lazily (the bytes were validated).
   struct Value {
     ValueType type;
@@ -65,8 +66,6 @@ class GgufFile {
     uint64_t count;       // arrays only
     uint64_t offset;      // scalars: the value; strings: the length; arrays: the first element
   };
-
- private:
   friend class GgufParser;
   GgufFile() = default;
   [[noreturn]] void fail(const std::string& msg) const;
