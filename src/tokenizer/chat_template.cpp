@@ -1,0 +1,37 @@
+#include "tokenizer/chat_template.h"
+
+#include "tokenizer/jinja_ast.h"
+#include "tokenizer/jinja_eval.h"
+
+namespace vllm {
+
+ChatTemplate ChatTemplate::parse(std::string source) {
+  ChatTemplate t;
+  t.tmpl_ = jinja::parse_template(source);
+  t.source_ = std::move(source);
+  return t;
+}
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& context) const {
+  return render(context, [] {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    return local;
+  });
+}
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& context, const Clock& clock) const {
+  if (!context.is_object()) throw Error("chat template context must be a JSON object");
+  auto globals = std::make_shared<jinja::Scope>();
+  jinja::add_globals(*globals);
+  auto root = std::make_shared<jinja::Scope>();
+  root->parent = globals;
+  for (const auto& [key, value] : context.items()) root->set(key, jinja::Value::from_json(value));
+  jinja::Evaluator ev(root, clock);
+  std::string out;
+  ev.render(tmpl_->body, out);
+  return out;
+}
+
+}  // namespace vllm

@@ -1,0 +1,371 @@
+#include "tokenizer/jinja_eval.h"
+
+#include "tokenizer/jinja_error.h"
+
+namespace vllm::jinja {
+namespace {
+
+constexpr int kMaxDepth = 200;  // macro recursion limit, well inside the C++ stack
+
+// Restores the evaluator's scope on exit, also when a render error unwinds.
+class ScopeGuard {
+ public:
+  ScopeGuard(std::shared_ptr<Scope>& slot, std::shared_ptr<Scope> next)
+      : slot_(slot), saved_(std::move(slot)) {
+    slot_ = std::move(next);
+  }
+  ~ScopeGuard() { slot_ = std::move(saved_); }
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  std::shared_ptr<Scope>& slot_;
+  std::shared_ptr<Scope> saved_;
+};
+
+std::shared_ptr<Scope> child_of(const std::shared_ptr<Scope>& parent) {
+  auto s = std::make_shared<Scope>();
+  s->parent = parent;
+  return s;
+}
+
+void unpack(Scope& scope, const std::vector<std::string>& targets, const Value& item) {
+  if (targets.size() == 1) {
+    scope.set(targets[0], item);
+    return;
+  }
+  const std::vector<Value> parts = iterate(item);
+  if (parts.size() < targets.size()) {
+    raise("ValueError", "not enough values to unpack (expected " + std::to_string(targets.size()) +
+                            ", got " + std::to_string(parts.size()) + ")");
+  }
+  if (parts.size() > targets.size()) {
+    raise("ValueError", "too many values to unpack (expected " + std::to_string(targets.size()) + ")");
+  }
+  for (size_t i = 0; i < targets.size(); ++i) scope.set(targets[i], parts[i]);
+}
+
+}  // namespace
+
+Value* Scope::find_local(std::string_view name) {
+  for (auto& [k, v] : vars) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
+void Scope::set(const std::string& name, Value value) {
+  if (Value* v = find_local(name)) {
+    *v = std::move(value);
+  } else {
+    vars.emplace_back(name, std::move(value));
+  }
+}
+
+Evaluator::Evaluator(std::shared_ptr<Scope> root, std::function<std::tm()> now)
+    : scope_(std::move(root)), now_(std::move(now)) {}
+
+void Evaluator::render(const Body& body, std::string& out) { exec(body, out); }
+
+Value Evaluator::lookup(const std::string& name) const {
+  for (Scope* s = scope_.get(); s; s = s->parent.get()) {
+    if (Value* v = s->find_local(name)) return *v;
+  }
+  return Value::undefined("'" + name + "' is undefined");
+}
+
+Evaluator::Flow Evaluator::exec(const Body& body, std::string& out) {
+  for (const auto& n : body) {
+    const Flow f = exec_node(*n, out);
+    if (f != Flow::Normal) return f;
+  }
+  return Flow::Normal;
+}
+
+Evaluator::Flow Evaluator::exec_node(const Node& n, std::string& out) {
+  using NK = Node::Kind;
+  switch (n.kind) {
+    case NK::Text: out += n.text; break;
+    case NK::Output: out += eval(*n.expr).to_str(); break;
+    case NK::If: return exec(eval(*n.expr).truthy() ? n.body : n.else_body, out);
+    case NK::For: return exec_for(n, out);
+    case NK::Set:
+    case NK::SetBlock: exec_set(n, out); break;
+    case NK::Macro: scope_->set(n.name, make_macro(n)); break;
+    case NK::Break: return Flow::Break;
+    case NK::Continue: return Flow::Continue;
+    case NK::FilterBlock: {
+      std::string inner;
+      exec(n.body, inner);
+      out += eval_filter(*n.expr, Value(std::move(inner))).to_str();
+      break;
+    }
+    case NK::With: {
+      auto scope = child_of(scope_);
+      for (size_t i = 0; i < n.targets.size(); ++i) scope->set(n.targets[i], eval(*n.values[i]));
+      ScopeGuard guard(scope_, scope);
+      return exec(n.body, out);
+    }
+    case NK::Generation: return exec(n.body, out);
+  }
+  return Flow::Normal;
+}
+
+Evaluator::Flow Evaluator::exec_for(const Node& n, std::string& out) {
+  const Value seq = eval(*n.expr);
+  std::vector<Value> items = iterate(seq);
+  if (n.cond) {
+    std::vector<Value> kept;
+    for (auto& item : items) {
+      auto scope = child_of(scope_);
+      unpack(*scope, n.targets, item);
+      ScopeGuard guard(scope_, scope);
+      if (eval(*n.cond).truthy()) kept.push_back(std::move(item));
+    }
+    items = std::move(kept);
+  }
+  if (items.empty()) {
+    auto scope = child_of(scope_);
+    ScopeGuard guard(scope_, scope);
+    exec(n.else_body, out);
+    return Flow::Normal;
+  }
+  const auto length = static_cast<int64_t>(items.size());
+  for (int64_t i = 0; i < length; ++i) {
+    auto scope = child_of(scope_);
+    Dict loop;
+    loop.items.reserve(13);
+    auto put = [&](const char* key, Value v) { loop.items.emplace_back(Value(key), std::move(v)); };
+    put("index", Value(i + 1));
+    put("index0", Value(i));
+    put("revindex", Value(length - i));
+    put("revindex0", Value(length - i - 1));
+    put("first", Value(i == 0));
+    put("last", Value(i == length - 1));
+    put("length", Value(length));
+    put("depth", Value(1));
+    put("depth0", Value(0));
+    put("previtem", i > 0 ? items[i - 1] : Value::undefined("there is no previous item"));
+    put("nextitem", i + 1 < length ? items[i + 1] : Value::undefined("there is no next item"));
+    put("cycle", Value::function("cycle", [i](Evaluator&, CallArgs& a) {
+          if (a.positional.empty()) raise("TypeError", "no items for cycling given");
+          return a.positional[static_cast<size_t>(i) % a.positional.size()];
+        }));
+    scope->set("loop", Value(std::move(loop)));
+    unpack(*scope, n.targets, items[i]);
+    ScopeGuard guard(scope_, scope);
+    if (exec(n.body, out) == Flow::Break) break;
+  }
+  return Flow::Normal;
+}
+
+void Evaluator::exec_set(const Node& n, std::string& out) {
+  (void)out;
+  Value value;
+  if (n.kind == Node::Kind::SetBlock) {
+    std::string inner;
+    exec(n.body, inner);
+    value = n.expr ? eval_filter(*n.expr, Value(std::move(inner))) : Value(std::move(inner));
+  } else {
+    value = eval(*n.expr);
+  }
+  if (!n.attr.empty()) {
+    const Value target = lookup(n.targets[0]);
+    if (!target.is_namespace()) {
+      raise("TemplateRuntimeError", "cannot assign attribute on non-namespace object");
+    }
+    target.ns().attrs.set(Value(n.attr), std::move(value));
+    return;
+  }
+  unpack(*scope_, n.targets, value);
+}
+
+Value Evaluator::make_macro(const Node& n) {
+  const Node* macro = &n;
+  // Weak: the defining scope holds this macro, a strong capture would leak the cycle.
+  std::weak_ptr<Scope> closure = scope_;
+  return Value::function(n.name, [macro, closure](Evaluator& ev, CallArgs& args) {
+    const std::string& name = macro->name;
+    std::shared_ptr<Scope> parent = closure.lock();
+    if (!parent) raise("TemplateRuntimeError", "macro '" + name + "' called outside its scope");
+    if (args.positional.size() > macro->params.size()) {
+      raise("TypeError", "macro '" + name + "' takes not more than " +
+                             std::to_string(macro->params.size()) + " argument(s)");
+    }
+    auto scope = child_of(parent);
+    std::vector<const Value*> given(macro->params.size(), nullptr);
+    for (size_t i = 0; i < args.positional.size(); ++i) given[i] = &args.positional[i];
+    for (const auto& [key, v] : args.keyword) {
+      size_t idx = 0;
+      while (idx < macro->params.size() && macro->params[idx] != key) ++idx;
+      if (idx == macro->params.size()) {
+        raise("TypeError", "macro '" + name + "' takes no keyword argument '" + key + "'");
+      }
+      given[idx] = &v;
+    }
+    ScopeGuard guard(ev.scope_, scope);
+    for (size_t i = 0; i < macro->params.size(); ++i) {
+      Value v = given[i] ? *given[i]
+                : macro->values[i] ? ev.eval(*macro->values[i])
+                : Value::undefined("parameter '" + macro->params[i] + "' was not provided");
+      scope->set(macro->params[i], std::move(v));
+    }
+    if (++ev.depth_ > kMaxDepth) {
+      --ev.depth_;
+      raise("RecursionError", "maximum recursion depth exceeded");
+    }
+    std::string out;
+    try {
+      ev.exec(macro->body, out);
+    } catch (...) {
+      --ev.depth_;
+      throw;
+    }
+    --ev.depth_;
+    return Value(std::move(out));
+  });
+}
+
+Value Evaluator::call(const Value& callee, CallArgs& args) {
+  if (callee.is_undefined()) callee.fail_undefined();
+  if (!callee.is_callable()) raise("TypeError", "'" + callee.type_name() + "' object is not callable");
+  return callee.callable().fn(*this, args);
+}
+
+CallArgs Evaluator::eval_args(const Expr& e, size_t first) {
+  CallArgs args;
+  for (size_t i = first; i < e.args.size(); ++i) args.positional.push_back(eval(*e.args[i]));
+  for (const auto& [k, v] : e.kwargs) args.keyword.emplace_back(k, eval(*v));
+  return args;
+}
+
+Value Evaluator::eval_filter(const Expr& e, const Value& input) {
+  CallArgs args = eval_args(e, 1);
+  return apply_filter(*this, e.name, input, args);
+}
+
+Value Evaluator::eval_item(const Expr& e) {
+  const Value obj = eval(*e.args[0]);
+  if (obj.is_undefined()) obj.fail_undefined();
+  const Expr& key = *e.args[1];
+  if (key.kind == Expr::Kind::Slice) {
+    auto part = [&](size_t i) { return key.args[i] ? eval(*key.args[i]) : Value(nullptr); };
+    return get_slice(obj, part(0), part(1), part(2));
+  }
+  return get_item(obj, eval(key));
+}
+
+Value Evaluator::eval_compare(const Expr& e) {
+  Value left = eval(*e.args[0]);
+  for (size_t i = 0; i < e.ops.size(); ++i) {
+    Value right = eval(*e.args[i + 1]);
+    const std::string& op = e.ops[i];
+    bool ok;
+    if (op == "==") ok = py_equal(left, right);
+    else if (op == "!=") ok = !py_equal(left, right);
+    else if (op == "in") ok = contains(right, left);
+    else if (op == "notin") ok = !contains(right, left);
+    else ok = py_compare(left, right, op);
+    if (!ok) return Value(false);
+    left = std::move(right);
+  }
+  return Value(true);
+}
+
+Value Evaluator::eval(const Expr& e) {
+  using EK = Expr::Kind;
+  switch (e.kind) {
+    case EK::Literal: return e.literal;
+    case EK::Name: return lookup(e.name);
+    case EK::List:
+    case EK::Tuple: {
+      std::vector<Value> items;
+      items.reserve(e.args.size());
+      for (const auto& a : e.args) items.push_back(eval(*a));
+      return Value(std::move(items), e.kind == EK::Tuple);
+    }
+    case EK::Dict: {
+      Dict d;
+      for (size_t i = 0; i + 1 < e.args.size(); i += 2) d.set(eval(*e.args[i]), eval(*e.args[i + 1]));
+      return Value(std::move(d));
+    }
+    case EK::Attr: {
+      const Value obj = eval(*e.args[0]);
+      if (obj.is_undefined()) obj.fail_undefined();
+      return get_attr(obj, e.name);
+    }
+    case EK::Item: return eval_item(e);
+    case EK::Slice: raise("TypeError", "slice outside of a subscript");
+    case EK::Call: {
+      const Value callee = eval(*e.args[0]);
+      CallArgs args = eval_args(e, 1);
+      return call(callee, args);
+    }
+    case EK::Filter: return eval_filter(e, eval(*e.args[0]));
+    case EK::Test: {
+      const Value v = eval(*e.args[0]);
+      CallArgs args = eval_args(e, 1);
+      return Value(apply_test(*this, e.name, v, args));
+    }
+    case EK::Unary: return unary_op(e.name, eval(*e.args[0]));
+    case EK::Binary: return binary_op(e.name, eval(*e.args[0]), eval(*e.args[1]));
+    case EK::Concat: {
+      std::string s;
+      for (const auto& a : e.args) s += eval(*a).to_str();
+      return Value(std::move(s));
+    }
+    case EK::And: {
+      Value a = eval(*e.args[0]);
+      return a.truthy() ? eval(*e.args[1]) : a;
+    }
+    case EK::Or: {
+      Value a = eval(*e.args[0]);
+      return a.truthy() ? a : eval(*e.args[1]);
+    }
+    case EK::Not: return Value(!eval(*e.args[0]).truthy());
+    case EK::Compare: return eval_compare(e);
+    case EK::Cond: {
+      if (eval(*e.args[1]).truthy()) return eval(*e.args[0]);
+      if (e.args[2]) return eval(*e.args[2]);
+      return Value::undefined("the inline if-expression on line " + std::to_string(e.line) +
+                              " evaluated to false and no else section was defined.");
+    }
+  }
+  return Value();
+}
+
+std::vector<Value> bind(std::string_view fn, CallArgs& args, std::initializer_list<Param> params) {
+  std::vector<Value> out;
+  std::vector<bool> set(params.size(), false);
+  out.resize(params.size());
+  if (args.positional.size() > params.size()) {
+    raise("TypeError", std::string(fn) + "() takes at most " + std::to_string(params.size()) +
+                           " argument(s) (" + std::to_string(args.positional.size()) + " given)");
+  }
+  for (size_t i = 0; i < args.positional.size(); ++i) out[i] = args.positional[i], set[i] = true;
+  for (auto& [key, v] : args.keyword) {
+    size_t i = 0;
+    for (const auto& p : params) {
+      if (key == p.name) break;
+      ++i;
+    }
+    if (i == params.size()) {
+      raise("TypeError", std::string(fn) + "() got an unexpected keyword argument '" + key + "'");
+    }
+    out[i] = v;
+    set[i] = true;
+  }
+  size_t i = 0;
+  for (const auto& p : params) {
+    if (!set[i]) {
+      if (!p.fallback) {
+        raise("TypeError", std::string(fn) + "() missing required argument '" + p.name + "'");
+      }
+      out[i] = *p.fallback;
+    }
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace vllm::jinja

@@ -1,0 +1,143 @@
+// Runtime values of the Jinja interpreter, modelled on the Python objects jinja2 sees: lists and
+// dicts are immutable once built (HF's ImmutableSandboxedEnvironment), only namespaces mutate.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "tokenizer/jinja_error.h"
+
+namespace vllm::jinja {
+
+class Value;
+class Evaluator;
+
+struct Undefined {
+  std::string message;                       // raised when the value is used, e.g. "'x' is undefined"
+  std::string kind = "UndefinedError";       // or "SecurityError" for sandbox-blocked attributes
+};
+
+struct Sequence {
+  std::vector<Value> items;
+  bool is_tuple = false;
+};
+
+// Insertion-ordered dict; keys compare with Python equality (1 == 1.0 == True).
+struct Dict {
+  std::vector<std::pair<Value, Value>> items;
+  const Value* find(const Value& key) const;
+  const Value* find(std::string_view key) const;
+  void set(Value key, Value value);
+};
+
+struct Namespace {
+  Dict attrs;
+};
+
+// Keyword arguments keep call order; positional arguments come first.
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+};
+
+struct Callable {
+  std::string name;
+  std::function<Value(Evaluator&, CallArgs&)> fn;
+};
+
+class Value {
+ public:
+  enum class Type : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Callable };
+
+  Value() : data_(std::make_shared<const Undefined>()) {}
+  Value(std::nullptr_t) : data_(nullptr) {}
+  Value(bool b) : data_(b) {}
+  Value(int v) : data_(int64_t{v}) {}
+  Value(int64_t v) : data_(v) {}
+  Value(double v) : data_(v) {}
+  Value(std::string s, bool markup = false) : data_(std::move(s)), markup_(markup) {}
+  Value(const char* s) : data_(std::string(s)) {}
+  Value(std::vector<Value> items, bool is_tuple = false)
+      : data_(std::make_shared<const Sequence>(Sequence{std::move(items), is_tuple})) {}
+  Value(Dict d) : data_(std::make_shared<const Dict>(std::move(d))) {}
+  Value(std::shared_ptr<Namespace> ns) : data_(std::move(ns)) {}
+  Value(std::shared_ptr<const Callable> fn) : data_(std::move(fn)) {}
+
+  static Value undefined(std::string message, std::string kind = "UndefinedError") {
+    Value v;
+    v.data_ = std::make_shared<const Undefined>(Undefined{std::move(message), std::move(kind)});
+    return v;
+  }
+  static Value from_json(const nlohmann::ordered_json& j);
+  static Value function(std::string name, std::function<Value(Evaluator&, CallArgs&)> fn) {
+    return Value(std::make_shared<const Callable>(Callable{std::move(name), std::move(fn)}));
+  }
+
+  Type type() const { return static_cast<Type>(data_.index()); }
+  bool is_undefined() const { return type() == Type::Undefined; }
+  bool is_none() const { return type() == Type::None; }
+  bool is_bool() const { return type() == Type::Bool; }
+  bool is_int() const { return type() == Type::Int; }
+  bool is_float() const { return type() == Type::Float; }
+  bool is_number() const { return is_int() || is_float() || is_bool(); }  // Python: bool is an int
+  bool is_string() const { return type() == Type::String; }
+  bool is_list() const { return type() == Type::List; }
+  bool is_tuple() const { return is_list() && list_data().is_tuple; }
+  bool is_dict() const { return type() == Type::Dict; }
+  bool is_namespace() const { return type() == Type::Namespace; }
+  bool is_callable() const { return type() == Type::Callable; }
+  bool is_markup() const { return markup_; }
+
+  bool as_bool() const { return std::get<bool>(data_); }
+  int64_t as_int() const { return is_bool() ? int64_t{as_bool()} : std::get<int64_t>(data_); }
+  double as_double() const { return is_float() ? std::get<double>(data_) : static_cast<double>(as_int()); }
+  const std::string& str() const { return std::get<std::string>(data_); }
+  const std::vector<Value>& list() const { return list_data().items; }
+  const Sequence& list_data() const { return *std::get<std::shared_ptr<const Sequence>>(data_); }
+  const Dict& dict() const { return *std::get<std::shared_ptr<const Dict>>(data_); }
+  Namespace& ns() const { return *std::get<std::shared_ptr<Namespace>>(data_); }
+  const Callable& callable() const { return *std::get<std::shared_ptr<const Callable>>(data_); }
+  const Undefined& undef() const { return *std::get<std::shared_ptr<const Undefined>>(data_); }
+
+  // Throws the stored UndefinedError (or SecurityError) when this value is undefined.
+  [[noreturn]] void fail_undefined() const;
+
+  bool truthy() const;
+  std::string type_name() const;          // Python's type(x).__name__: "str", "NoneType", ...
+  std::string object_type_repr() const;   // jinja2's object_type_repr: "dict object", "None"
+  std::string to_str() const;             // Python str(x); undefined -> ""
+  std::string repr() const;               // Python repr(x)
+
+ private:
+  std::variant<std::shared_ptr<const Undefined>, std::nullptr_t, bool, int64_t, double, std::string,
+               std::shared_ptr<const Sequence>, std::shared_ptr<const Dict>, std::shared_ptr<Namespace>,
+               std::shared_ptr<const Callable>>
+      data_;
+  bool markup_ = false;
+};
+
+bool py_equal(const Value& a, const Value& b);
+// Python's a <op> b (op one of < <= > >=) for numbers, strings and same-kind sequences;
+// throws TypeError for other pairs and UndefinedError for undefined operands.
+bool py_compare(const Value& a, const Value& b, std::string_view op);
+std::string py_float_repr(double v);
+std::string py_str_repr(const std::string& s);
+
+struct JsonOptions {
+  std::optional<std::string> indent;   // already expanded to the indent unit (" " * n)
+  std::string item_separator = ", ";
+  std::string key_separator = ": ";
+  bool sort_keys = false;
+  bool ensure_ascii = false;
+};
+// Python json.dumps(value, ...) with HF's defaults; throws TypeError on non-serialisable values.
+std::string to_json(const Value& v, const JsonOptions& options);
+
+}  // namespace vllm::jinja
