@@ -1,0 +1,34 @@
+// UTF-8 helpers for the tokenizer: validation, lossy repair (U+FFFD per maximal ill-formed subpart,
+// the rule of Python's bytes.decode("utf-8", "replace") and Rust's from_utf8_lossy) and NFC.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace vllm::tok {
+
+inline constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
+
+// Length of the well-formed UTF-8 sequence starting at s[i], or 0 if it is ill-formed there.
+size_t utf8_sequence_length(std::string_view s, size_t i);
+bool utf8_is_valid(std::string_view s);
+// Copies s, replacing each maximal ill-formed subpart with U+FFFD.
+std::string utf8_lossy(std::string_view s);
+// Length in bytes of a trailing incomplete (but so far well-formed) sequence: 0..3.
+size_t utf8_incomplete_tail(std::string_view s);
+
+// Decodes the code point at s[i] (s must be valid UTF-8) and advances i.
+char32_t utf8_next(std::string_view s, size_t& i);
+void utf8_append(std::string& out, char32_t cp);
+inline size_t utf8_char_length(unsigned char lead) {
+  return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
+
+// Rust char::is_whitespace (the Unicode White_Space property).
+bool is_whitespace(char32_t c);
+
+// Canonical composition (Unicode NFC) of valid UTF-8.
+std::string nfc(std::string_view s);
+
+}  // namespace vllm::tok

@@ -1,0 +1,27 @@
+// Test helper: compares a Tokenizer with the Hugging Face oracle files in fixtures/tokenizer/
+// (written by tools/make_tokenizer_fixtures.py) and counts mismatches per kind of check.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace vllm::testing {
+
+struct FixtureReport {
+  size_t strings = 0, id_sequences = 0;
+  std::map<std::string, size_t> mismatches;  // check name -> count
+  std::vector<std::string> examples;         // the first few mismatches, printable
+  size_t total() const;
+  std::string summary(const std::string& name) const;
+};
+
+// Corpus entries as raw bytes (some are invalid UTF-8).
+const std::vector<std::string>& fixture_corpus();
+
+// Encode/decode checks against fixtures/tokenizer/<name>.jsonl; with_stream also checks that
+// IncrementalDetokenizer deltas add up to decode().
+FixtureReport check_fixture(const Tokenizer& tokenizer, const std::string& name, bool with_stream);
+
+}  // namespace vllm::testing

@@ -1,0 +1,95 @@
+// Byte-exact agreement with Hugging Face `tokenizers` on the fixture corpus, for the real
+// tokenizer files in ../shared/tokenizers and the SmolLM2 GGUF vocabulary in models/.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "fixture_check.h"
+#include "gguf_vocab_reader.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vllm {
+namespace {
+
+constexpr const char* kSharedDir = "../shared/tokenizers/";
+constexpr const char* kSmolGguf = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+class HfTokenizer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfTokenizer, MatchesFixtures) {
+  const std::string dir = kSharedDir + GetParam();
+  if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << dir << " is absent";
+  const auto tok = Tokenizer::from_dir(dir);
+  const auto report = testing::check_fixture(*tok, GetParam(), /*with_stream=*/true);
+  std::cout << report.summary(GetParam()) << "\n";
+  EXPECT_EQ(report.total(), 0u) << report.summary(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, HfTokenizer,
+                         ::testing::Values("llama2", "llama3", "qwen3", "gemma3", "deepseek_v3"));
+
+// The variant fixtures patch a shared tokenizer.json (components replaced, added tokens appended);
+// the patch is in the fixture's first line.
+std::string write_variant(const std::string& name, std::string& base) {
+  std::ifstream fx("fixtures/tokenizer/" + name + ".jsonl");
+  std::string line;
+  std::getline(fx, line);
+  const auto variant = nlohmann::json::parse(line).at("variant");
+  base = variant.at("base").get<std::string>();
+  const std::string path = kSharedDir + base + "/tokenizer.json";
+  if (!std::filesystem::exists(path)) return "";
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in);
+  for (const auto& [key, value] : variant.at("patch").items()) j[key] = value;
+  int32_t next_id = 0;
+  for (const auto& [token, id] : j.at("model").at("vocab").items()) next_id = std::max(next_id, id.get<int32_t>() + 1);
+  for (const auto& a : j.at("added_tokens")) next_id = std::max(next_id, a.at("id").get<int32_t>() + 1);
+  for (auto a : variant.at("added")) {
+    a["id"] = next_id++;
+    j["added_tokens"].push_back(a);
+  }
+  const auto out = std::filesystem::temp_directory_path() /
+                   ("vllm_tokenizer_" + name + "_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(out) << j.dump();
+  return out.string();
+}
+
+class VariantTokenizer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VariantTokenizer, MatchesFixtures) {
+  std::string base;
+  const std::string path = write_variant(GetParam(), base);
+  if (path.empty()) GTEST_SKIP() << kSharedDir << base << " is absent";
+  const auto tok = Tokenizer::from_files(path, "");
+  std::filesystem::remove(path);
+  const auto report = testing::check_fixture(*tok, GetParam(), /*with_stream=*/true);
+  std::cout << report.summary(GetParam()) << "\n";
+  EXPECT_EQ(report.total(), 0u) << report.summary(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Patched, VariantTokenizer, ::testing::Values("llama2_variant", "qwen3_variant"));
+
+TEST(GgufTokenizer, SmolLM2MatchesFixtures) {
+  if (!std::filesystem::exists(kSmolGguf)) GTEST_SKIP() << kSmolGguf << " is absent";
+  const GgufVocab v = testing::GgufMetaReader(kSmolGguf).read_vocab();
+  EXPECT_EQ(v.model, "gpt2");
+  EXPECT_EQ(v.pre, "smollm");
+  const auto tok = Tokenizer::from_gguf_vocab(v);
+  EXPECT_EQ(tok->vocab_size(), 49152);
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+  EXPECT_EQ(tok->eos_token(), "<|im_end|>");
+  EXPECT_TRUE(tok->is_special(2));
+  ASSERT_TRUE(tok->chat_template().has_value());
+  const auto report = testing::check_fixture(*tok, "smollm2_gguf", /*with_stream=*/true);
+  std::cout << report.summary("smollm2_gguf") << "\n";
+  EXPECT_EQ(report.total(), 0u) << report.summary("smollm2_gguf");
+}
+
+}  // namespace
+}  // namespace vllm
