@@ -97,7 +97,7 @@ Evaluator::Flow Evaluator::exec_node(const Node& n, std::string& out) {
     case NK::FilterBlock: {
       std::string inner;
       exec(n.body, inner);
-      out += eval_filter(*n.expr, Value(std::move(inner))).to_str();
+      out += eval_filter_chain(*n.expr, Value(std::move(inner))).to_str();
       break;
     }
     case NK::With: {
@@ -165,7 +165,7 @@ void Evaluator::exec_set(const Node& n, std::string& out) {
   if (n.kind == Node::Kind::SetBlock) {
     std::string inner;
     exec(n.body, inner);
-    value = n.expr ? eval_filter(*n.expr, Value(std::move(inner))) : Value(std::move(inner));
+    value = n.expr ? eval_filter_chain(*n.expr, Value(std::move(inner))) : Value(std::move(inner));
   } else {
     value = eval(*n.expr);
   }
@@ -242,6 +242,12 @@ CallArgs Evaluator::eval_args(const Expr& e, size_t first) {
 Value Evaluator::eval_filter(const Expr& e, const Value& input) {
   CallArgs args = eval_args(e, 1);
   return apply_filter(*this, e.name, input, args);
+}
+
+// {% filter a | b %} and {% set x | a | b %}: a chain whose innermost input is the block body.
+Value Evaluator::eval_filter_chain(const Expr& e, const Value& input) {
+  const Value inner = e.args[0] ? eval_filter_chain(*e.args[0], input) : input;
+  return eval_filter(e, inner);
 }
 
 Value Evaluator::eval_item(const Expr& e) {

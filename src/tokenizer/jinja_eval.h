@@ -45,6 +45,7 @@ class Evaluator {
   Value eval_item(const Expr& e);
   Value eval_compare(const Expr& e);
   Value eval_filter(const Expr& e, const Value& input);
+  Value eval_filter_chain(const Expr& e, const Value& input);
   CallArgs eval_args(const Expr& e, size_t first);
 
   std::shared_ptr<Scope> scope_;

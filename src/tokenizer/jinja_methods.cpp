@@ -259,7 +259,7 @@ Value dict_method(const std::string& name, const Value& self, CallArgs& a) {
     if (name == "items") out.emplace_back(std::vector<Value>{k, v}, true);
     else out.push_back(name == "keys" ? k : v);
   }
-  return Value(std::move(out));
+  return Value(std::move(out), name == "items" ? SeqKind::Items : name == "keys" ? SeqKind::Keys : SeqKind::Values);
 }
 
 Value list_method(const std::string& name, const Value& self, CallArgs& a) {
@@ -294,7 +294,7 @@ std::optional<Value> bound_method(const Value& obj, const std::string& name) {
       return bind_method(obj, name, dict_method);
     }
     if (in(kDictUnsafe, name)) return unsafe(obj, name);
-  } else if (obj.is_list() && !obj.is_tuple()) {
+  } else if (obj.is_list() && obj.seq_kind() == SeqKind::List) {
     if (name == "index" || name == "count" || name == "copy") return bind_method(obj, name, list_method);
     if (in(kListUnsafe, name)) return unsafe(obj, name);
   } else if (obj.is_tuple() && (name == "index" || name == "count")) {

@@ -57,7 +57,7 @@ Value repeat(const Value& seq, int64_t n) {
   }
   std::vector<Value> out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.list().begin(), seq.list().end());
-  return Value(std::move(out), seq.is_tuple());
+  return Value(std::move(out), seq.seq_kind());
 }
 
 }  // namespace
@@ -79,7 +79,7 @@ Value get_item(const Value& obj, const Value& key) {
   if (obj.is_dict()) {
     if (key.is_list() && !key.is_tuple()) return missing_element(obj, key);  // unhashable
     if (const Value* v = obj.dict().find(key)) return *v;
-  } else if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
+  } else if (((obj.is_list() && !obj.is_view()) || obj.is_string()) && (key.is_int() || key.is_bool())) {
     const int64_t n = static_cast<int64_t>(obj.is_list() ? obj.list().size() : text::length(obj.str()));
     int64_t i = key.as_int();
     if (i < 0) i += n;
@@ -96,7 +96,7 @@ Value get_item(const Value& obj, const Value& key) {
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   if (obj.is_undefined()) obj.fail_undefined();
   auto bad = [](const Value& v) { return !v.is_none() && !v.is_int() && !v.is_bool(); };
-  if ((!obj.is_list() && !obj.is_string()) || bad(start) || bad(stop) || bad(step)) {
+  if ((!obj.is_list() && !obj.is_string()) || obj.is_view() || bad(start) || bad(stop) || bad(step)) {
     return Value::undefined(obj.object_type_repr() + " has no element slice");
   }
   std::vector<uint32_t> cps;
@@ -153,12 +153,12 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       }
       return Value(a.str() + b.str());
     }
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_list() && b.is_list() && a.seq_kind() == b.seq_kind() && !a.is_view()) {
       std::vector<Value> items = a.list();
       items.insert(items.end(), b.list().begin(), b.list().end());
       return Value(std::move(items), a.is_tuple());
     }
-    if (a.is_string() || a.is_list()) {
+    if (a.is_string() || (a.is_list() && !a.is_view())) {
       raise("TypeError", "can only concatenate " + a.type_name() + " (not \"" + b.type_name() +
                              "\") to " + a.type_name());
     }
@@ -178,8 +178,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       return checked_int(overflow, r);
     }
     if (nums) return Value(a.as_double() * b.as_double());
-    const bool a_seq = a.is_string() || a.is_list();
-    const bool b_seq = b.is_string() || b.is_list();
+    const bool a_seq = a.is_string() || (a.is_list() && !a.is_view());
+    const bool b_seq = b.is_string() || (b.is_list() && !b.is_view());
     if (a_seq && (b.is_int() || b.is_bool())) return repeat(a, b.as_int());
     if (b_seq && (a.is_int() || a.is_bool())) return repeat(b, a.as_int());
     if (a_seq || b_seq) {

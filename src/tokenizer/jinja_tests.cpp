@@ -59,7 +59,7 @@ bool apply_test(Evaluator& ev, const std::string& name, const Value& v, CallArgs
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
   if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
-  if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
+  if (name == "sequence") return v.is_undefined() || v.is_string() || (v.is_list() && !v.is_view()) || v.is_dict();
   if (name == "callable") return v.is_callable();
   if (name == "escaped") return v.is_markup();
   if (name == "lower") return is_cased_as(v, true);

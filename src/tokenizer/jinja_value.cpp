@@ -89,7 +89,10 @@ std::string Value::type_name() const {
     case Type::Int: return "int";
     case Type::Float: return "float";
     case Type::String: return markup_ ? "Markup" : "str";
-    case Type::List: return is_tuple() ? "tuple" : "list";
+    case Type::List: {
+      static constexpr const char* kNames[] = {"list", "tuple", "dict_items", "dict_keys", "dict_values"};
+      return kNames[static_cast<int>(seq_kind())];
+    }
     case Type::Dict: return "dict";
     case Type::Namespace: return "Namespace";
     case Type::Callable: return "function";
@@ -189,6 +192,7 @@ std::string Value::repr() const {
     case Type::Float: return py_float_repr(as_double());
     case Type::String: return markup_ ? "Markup(" + py_str_repr(str()) + ")" : py_str_repr(str());
     case Type::List: {
+      if (is_view()) return type_name() + "(" + Value(list()).repr() + ")";
       const bool tuple = is_tuple();
       std::string out = tuple ? "(" : "[";
       for (size_t i = 0; i < list().size(); ++i) {
@@ -226,7 +230,7 @@ bool py_equal(const Value& a, const Value& b) {
     case T::None: return true;
     case T::String: return a.str() == b.str();
     case T::List: {
-      if (a.is_tuple() != b.is_tuple() || a.list().size() != b.list().size()) return false;
+      if (a.seq_kind() != b.seq_kind() || a.list().size() != b.list().size()) return false;
       for (size_t i = 0; i < a.list().size(); ++i) {
         if (!py_equal(a.list()[i], b.list()[i])) return false;
       }
@@ -264,7 +268,7 @@ bool py_compare(const Value& a, const Value& b, std::string_view op) {
     return apply_op(a.as_int(), b.as_int(), op);
   }
   if (a.is_string() && b.is_string()) return apply_op(a.str(), b.str(), op);
-  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_list() && b.is_list() && a.seq_kind() == b.seq_kind() && !a.is_view()) {
     const auto& x = a.list();
     const auto& y = b.list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -343,6 +347,7 @@ void dump(const Value& v, const JsonOptions& o, int level, std::string& out) {
     }
     case T::String: json_string(v.str(), o.ensure_ascii, out); return;
     case T::List: {
+      if (v.is_view()) raise("TypeError", "Object of type " + v.type_name() + " is not JSON serializable");
       if (v.list().empty()) {
         out += "[]";
         return;

@@ -24,9 +24,13 @@ struct Undefined {
   std::string kind = "UndefinedError";       // or "SecurityError" for sandbox-blocked attributes
 };
 
+// A list, a tuple, or a dict view (d.items() / keys() / values()), which print and compare
+// differently but iterate alike.
+enum class SeqKind : uint8_t { List, Tuple, Items, Keys, Values };
+
 struct Sequence {
   std::vector<Value> items;
-  bool is_tuple = false;
+  SeqKind kind = SeqKind::List;
 };
 
 // Insertion-ordered dict; keys compare with Python equality (1 == 1.0 == True).
@@ -65,7 +69,9 @@ class Value {
   Value(std::string s, bool markup = false) : data_(std::move(s)), markup_(markup) {}
   Value(const char* s) : data_(std::string(s)) {}
   Value(std::vector<Value> items, bool is_tuple = false)
-      : data_(std::make_shared<const Sequence>(Sequence{std::move(items), is_tuple})) {}
+      : Value(std::move(items), is_tuple ? SeqKind::Tuple : SeqKind::List) {}
+  Value(std::vector<Value> items, SeqKind kind)
+      : data_(std::make_shared<const Sequence>(Sequence{std::move(items), kind})) {}
   Value(Dict d) : data_(std::make_shared<const Dict>(std::move(d))) {}
   Value(std::shared_ptr<Namespace> ns) : data_(std::move(ns)) {}
   Value(std::shared_ptr<const Callable> fn) : data_(std::move(fn)) {}
@@ -89,7 +95,9 @@ class Value {
   bool is_number() const { return is_int() || is_float() || is_bool(); }  // Python: bool is an int
   bool is_string() const { return type() == Type::String; }
   bool is_list() const { return type() == Type::List; }
-  bool is_tuple() const { return is_list() && list_data().is_tuple; }
+  bool is_tuple() const { return is_list() && list_data().kind == SeqKind::Tuple; }
+  bool is_view() const { return is_list() && list_data().kind > SeqKind::Tuple; }
+  SeqKind seq_kind() const { return list_data().kind; }
   bool is_dict() const { return type() == Type::Dict; }
   bool is_namespace() const { return type() == Type::Namespace; }
   bool is_callable() const { return type() == Type::Callable; }
