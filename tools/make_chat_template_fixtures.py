@@ -198,10 +198,34 @@ def conversations():
         ("extra_kwargs", [u1], TOOLS, True,
          {"date_string": "01 Jan 2025", "tools_in_user_message": False, "custom_flag": 7}),
         ("tool_nullable_union_type", [weather_q], [NULLABLE_TOOL], True, {}),
+        ("reasoning_content_field", [u1, {"role": "assistant", "content": "Paris.",
+                                          "reasoning_content": "Capital lookup."}, u2],
+         None, True, {}),
         ("long_conversation", [sys_msg] + [m for i in range(6) for m in (
             {"role": "user", "content": f"Question {i}?"},
             {"role": "assistant", "content": f"Answer {i}."})], None, False, {}),
     ]
+
+
+def transformers_outcome(source, context):
+    """The same render through the installed transformers' own code path, when available, as a
+    cross-check of the mirrored configuration above. None when transformers is missing."""
+    try:
+        from transformers.utils import chat_template_utils as ctu
+    except Exception:
+        return None
+    compiled = ctu._compile_jinja_template(source)
+    compiled.environment.globals["strftime_now"] = lambda fmt: NOW.strftime(fmt)
+    kwargs = dict(context)
+    messages = kwargs.pop("messages")
+    try:
+        rendered, _ = ctu.render_jinja_template(
+            [messages], tools=kwargs.pop("tools"), documents=kwargs.pop("documents"),
+            chat_template=source, add_generation_prompt=kwargs.pop("add_generation_prompt"),
+            **kwargs)
+        return {"expected": rendered[0]}
+    except Exception as e:
+        return {"error": {"type": type(e).__name__, "message": str(e)}}
 
 
 def render_case(template, messages, tools, add_generation_prompt, extra, tokens):
@@ -266,16 +290,26 @@ def main():
     for name, source_ref, source, tokens in collect_templates(os.path.abspath(args.shared), args.gguf):
         template = compile_template(source)
         cases = []
+        mismatches = []
+        checked = True
         for conv_name, messages, tools, agp, extra in conversations():
             case = {"name": conv_name}
             case.update(render_case(template, messages, tools, agp, extra, tokens))
             cases.append(case)
+            other = transformers_outcome(source, case["context"])
+            if other is None:
+                checked = False
+            elif {k: v for k, v in case.items() if k in ("expected", "error")} != other:
+                mismatches.append(conv_name)
+        if mismatches:
+            print(f"warning: {name}: transformers renders differently: {mismatches}", file=sys.stderr)
         fixture = {
             "template": name,
             "source": source_ref,
             "template_bytes": len(source.encode("utf-8")),
             "jinja2_version": jinja2.__version__,
             "now": NOW.isoformat(),
+            "transformers_agrees": None if not checked else not mismatches,
             "cases": cases,
         }
         path = os.path.join(args.out, f"{name}.json")
