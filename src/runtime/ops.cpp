@@ -24,6 +24,14 @@ void inner_packed(const Tensor& t, const char* name) {
              " must be contiguous in its last dim");
 }
 
+// Paged K/V caches: [num_blocks, block_size, Hkv, D], both f32 or both f16.
+void expect_cache(const Tensor& k_cache, const Tensor& v_cache) {
+  VLLM_CHECK(k_cache.dtype() == DType::F32 || k_cache.dtype() == DType::F16,
+             "kv cache dtype ", dtype_name(k_cache.dtype()));
+  expect(k_cache, "k_cache", 4, k_cache.dtype());
+  expect(v_cache, "v_cache", 4, k_cache.dtype());
+}
+
 }  // namespace
 
 void matmul(const Tensor& x, const Tensor& w, Tensor& out) {
@@ -129,8 +137,7 @@ void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor
                        const Tensor& slot_mapping) {
   expect(k, "k", 3, DType::F32);
   expect(v, "v", 3, DType::F32);
-  expect(k_cache, "k_cache", 4, DType::F32);
-  expect(v_cache, "v_cache", 4, DType::F32);
+  expect_cache(k_cache, v_cache);
   expect(slot_mapping, "slot_mapping", 1, DType::I32);
   VLLM_CHECK(k.shape() == v.shape() && k_cache.shape() == v_cache.shape(), "kv shapes");
   VLLM_CHECK(k.size(1) == k_cache.size(2) && k.size(2) == k_cache.size(3), "k ",
@@ -151,8 +158,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
                      const AttentionMeta& meta, float scale, int sliding_window, Tensor& out) {
   expect(q, "q", 3, DType::F32);
   expect(out, "out", 3, DType::F32);
-  expect(k_cache, "k_cache", 4, DType::F32);
-  expect(v_cache, "v_cache", 4, DType::F32);
+  expect_cache(k_cache, v_cache);
   VLLM_CHECK(out.shape() == q.shape(), "attention out ", out.shape_str());
   VLLM_CHECK(q.size(2) == k_cache.size(3) && q.size(1) % k_cache.size(2) == 0,
              "q ", q.shape_str(), " vs cache ", k_cache.shape_str());

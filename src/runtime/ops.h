@@ -15,6 +15,13 @@ struct RopeParams {
   int rotary_dim = 0;  // leading dims of each head that rotate (<= head_dim)
   bool neox = true;    // NeoX: pairs (i, i + rotary_dim/2); GPT-J: pairs (2i, 2i+1)
   float mscale = 1.0f;
+  // GGUF models follow ggml's arithmetic instead: theta_i = p * theta_scale^i built by repeated
+  // f32 multiplication, then * freq_scale / freq_factors[i]. It differs from p * inv_freq[i]
+  // in the last bit, which a model can amplify into visible logit changes.
+  bool ggml_theta = false;
+  float theta_scale = 0.0f;
+  float freq_scale = 1.0f;
+  std::vector<float> freq_factors;  // empty, or one divisor per pair
 };
 
 // Where each sequence of a batch sits in the flat token dimension and in the paged cache.
@@ -46,8 +53,8 @@ void rope(Tensor& x, const Tensor& positions, const RopeParams& params);
 void silu_and_mul(const Tensor& gate_up, Tensor& out);
 // Row-wise softmax over the last dim of x[R, C].
 void softmax(const Tensor& x, Tensor& out);
-// Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] at slot_mapping[T]
-// (slot = block * block_size + offset; negative slots are skipped).
+// Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] (f32, or f16 with
+// rounding) at slot_mapping[T] (slot = block * block_size + offset; negative slots skipped).
 void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                        const Tensor& slot_mapping);
 // Causal attention of q[T, Hq, D] over the paged cache (GQA: Hq % Hkv == 0). A key at

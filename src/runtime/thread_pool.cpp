@@ -1,8 +1,6 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
-#include <memory>
-#include <mutex>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -13,8 +11,15 @@
 
 namespace vllm {
 
+struct ThreadPool::Job {
+  std::function<void(int64_t, int64_t)> fn;
+  int64_t n = 0, chunk = 1, num_chunks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+};
+
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
-  for (int i = 1; i < num_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+  for (int i = 1; i < num_threads_; ++i) threads_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -24,12 +29,21 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::worker(int index) {
+void ThreadPool::work_on(Job& job) {
+  for (;;) {
+    const int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.num_chunks) return;
+    const int64_t begin = c * job.chunk;
+    job.fn(begin, std::min(job.n, begin + job.chunk));
+    job.done.fetch_add(1, std::memory_order_release);
+  }
+}
+
+void ThreadPool::worker() {
   uint64_t seen = 0;
   for (;;) {
     uint64_t g = generation_.load(std::memory_order_acquire);
-    // Spin for a while, then block on the atomic: new jobs usually follow within microseconds.
-    for (int spin = 0; g == seen && spin < 200000; ++spin) {
+    for (int spin = 0; g == seen && spin < 20000; ++spin) {
       VLLM_PAUSE();
       g = generation_.load(std::memory_order_acquire);
     }
@@ -39,22 +53,13 @@ void ThreadPool::worker(int index) {
     }
     seen = g;
     if (stop_.load()) return;
-    (*job_)(index, num_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    std::shared_ptr<Job> job;
+    {
+      std::lock_guard lock(mutex_);
+      job = job_;
+    }
+    if (job) work_on(*job);
   }
-}
-
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
-  if (num_threads_ == 1) {
-    fn(0, 1);
-    return;
-  }
-  job_ = &fn;
-  pending_.store(num_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
-  fn(0, num_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) VLLM_PAUSE();
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
@@ -63,12 +68,26 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  run([&](int i, int nt) {
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t begin = std::min<int64_t>(n, i * chunk);
-    const int64_t end = std::min<int64_t>(n, begin + chunk);
-    if (begin < end) fn(begin, end);
-  });
+  auto job = std::make_shared<Job>();
+  job->fn = fn;
+  job->n = n;
+  // A few chunks per thread balance uneven work without much bookkeeping.
+  job->num_chunks = std::min<int64_t>(n, int64_t(num_threads_) * 4);
+  job->chunk = (n + job->num_chunks - 1) / job->num_chunks;
+  job->num_chunks = (n + job->chunk - 1) / job->chunk;
+  {
+    std::lock_guard lock(mutex_);
+    job_ = job;
+  }
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  work_on(*job);
+  for (int spin = 0; job->done.load(std::memory_order_acquire) != job->num_chunks; ++spin) {
+    if (spin < 4096)
+      VLLM_PAUSE();
+    else
+      std::this_thread::yield();  // a worker holding a chunk was descheduled
+  }
 }
 
 namespace {
@@ -79,9 +98,7 @@ std::unique_ptr<ThreadPool>& pool_slot() {
 std::mutex pool_mutex;
 }  // namespace
 
-int default_num_threads() {
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+int default_num_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 ThreadPool& cpu_pool() {
   auto& p = pool_slot();

@@ -1,9 +1,14 @@
-// A fixed pool of worker threads for data-parallel kernels. Workers spin briefly between
-// jobs so that the hundreds of small ops of a decode step do not pay a wake-up each.
+// A fixed pool of worker threads for data-parallel kernels. Work is handed out in chunks
+// from an atomic counter, so a worker the OS has not scheduled yet delays nobody: the
+// threads that are running take its chunks. Workers spin briefly between jobs, since the
+// hundreds of small ops of a decode step follow each other within microseconds.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -17,19 +22,20 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
-  // Runs fn(thread_index, num_threads) on every thread (the caller is thread 0) and waits.
-  void run(const std::function<void(int, int)>& fn);
-  // Splits [0, n) into contiguous chunks, one call of fn(begin, end) per non-empty chunk.
+  // Splits [0, n) into contiguous chunks and calls fn(begin, end) once per chunk, on the
+  // caller and the workers; returns when every chunk is done.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker(int index);
+  struct Job;
+  void worker();
+  static void work_on(Job& job);
 
   int num_threads_;
   std::vector<std::thread> threads_;
-  const std::function<void(int, int)>* job_ = nullptr;
+  std::mutex mutex_;  // guards job_
+  std::shared_ptr<Job> job_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
 };
 

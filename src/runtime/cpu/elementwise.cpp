@@ -75,8 +75,16 @@ void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& para
   const int32_t* pos = positions.data<int32_t>();
   for_rows(x.size(0), [&](int64_t t) {
     std::vector<float> cos_v(half), sin_v(half);
+    float chain = float(pos[t]);
     for (int i = 0; i < half; ++i) {
-      const float theta = float(pos[t]) * params.inv_freq[i];
+      float theta;
+      if (params.ggml_theta) {
+        const float ff = params.freq_factors.empty() ? 1.0f : params.freq_factors[i];
+        theta = params.freq_scale * (chain / ff);
+        chain *= params.theta_scale;
+      } else {
+        theta = float(pos[t]) * params.inv_freq[i];
+      }
       cos_v[i] = std::cos(theta) * params.mscale;
       sin_v[i] = std::sin(theta) * params.mscale;
     }

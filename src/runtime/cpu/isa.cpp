@@ -35,6 +35,15 @@ QDotFn qdot_for(DType type) {
   return qdot_scalar(type);
 }
 
+QGemmFn qgemm_for(DType type) {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::qgemm(type);
+    case Isa::Avx2: return avx2::qgemm(type);
+    case Isa::Scalar: break;
+  }
+  return nullptr;
+}
+
 const char* qdot_isa() {
   switch (detected_isa()) {
     case Isa::Avx512Vnni: return "avx512vnni";
@@ -62,6 +71,44 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
     case Isa::Scalar: break;
   }
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+float dot_f16(const float* x, const uint16_t* y, int64_t n) {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::dot_f16(x, y, n);
+    case Isa::Avx2: return avx2::dot_f16(x, y, n);
+    case Isa::Scalar: break;
+  }
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * f16_to_f32(y[i]);
+  return s;
+}
+
+void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::axpy_f16(a, x, y, n);
+    case Isa::Avx2: return avx2::axpy_f16(a, x, y, n);
+    case Isa::Scalar: break;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] += a * f16_to_f32(x[i]);
+}
+
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::f32_to_f16_row(x, y, n);
+    case Isa::Avx2: return avx2::f32_to_f16_row(x, y, n);
+    case Isa::Scalar: break;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
+}
+
+void round_to_f16(float* x, int64_t n) {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::round_to_f16(x, n);
+    case Isa::Avx2: return avx2::round_to_f16(x, n);
+    case Isa::Scalar: break;
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
 }
 
 }  // namespace vllm::cpu

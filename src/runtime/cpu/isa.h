@@ -12,16 +12,30 @@ Isa detected_isa();
 // Vector helpers for f32 (dispatched once to the detected ISA).
 float dot_f32(const float* x, const float* y, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
+float dot_f16(const float* x, const uint16_t* y, int64_t n);   // y in f16
+void axpy_f16(float a, const uint16_t* x, float* y, int64_t n);
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
+void round_to_f16(float* x, int64_t n);  // in place: x = f32(f16(x))
 
 namespace avx2 {
+void round_to_f16(float* x, int64_t n);
 QDotFn qdot(DType type);
+QGemmFn qgemm(DType type);
 float dot_f32(const float* x, const float* y, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
+float dot_f16(const float* x, const uint16_t* y, int64_t n);
+void axpy_f16(float a, const uint16_t* x, float* y, int64_t n);
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 }  // namespace avx2
 namespace avx512 {
+void round_to_f16(float* x, int64_t n);
 QDotFn qdot(DType type);
+QGemmFn qgemm(DType type);
 float dot_f32(const float* x, const float* y, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
+float dot_f16(const float* x, const uint16_t* y, int64_t n);
+void axpy_f16(float a, const uint16_t* x, float* y, int64_t n);
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 }  // namespace avx512
 
 }  // namespace vllm::cpu

@@ -29,10 +29,16 @@ void matmul_int8(const Tensor& x, const Tensor& w, Tensor& out) {
       quantize_row_q8_1(reinterpret_cast<const float*>(x.row(m)), xq_data + m * nb, K);
   });
   const QDotFn dot = qdot_for(w.dtype());
+  const QGemmFn gemm = qgemm_for(w.dtype());
   const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
   pool.parallel_for(num_tiles, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n0 = t * kRowTile, n1 = std::min(N, n0 + kRowTile);
+      if (gemm) {
+        gemm(w.row(n0), w.stride_bytes(0), n1 - n0, xq_data, M, nb,
+             reinterpret_cast<float*>(out.row(0)) + n0, out.stride_bytes(0) / sizeof(float));
+        continue;
+      }
       for (int64_t m = 0; m < M; ++m) {
         float* o = reinterpret_cast<float*>(out.row(m));
         const BlockQ8_1* a = xq_data + m * nb;

@@ -25,8 +25,13 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 
 // sum_i w[i] * a[i] over nb blocks of 32, for weight row w of type Q8_0, Q4_0 or Q4_1.
 using QDotFn = float (*)(const void* w, const BlockQ8_1* a, int64_t nb);
+// out[m * ldo + n] = dot(weight row n, activation row m) for N weight rows (w_stride bytes
+// apart) and M activation rows of nb blocks each.
+using QGemmFn = void (*)(const char* w, int64_t w_stride, int64_t N, const BlockQ8_1* a, int64_t M,
+                         int64_t nb, float* out, int64_t ldo);
 // The best implementation this CPU runs for `type` (AVX-512 VNNI, AVX2 or scalar).
 QDotFn qdot_for(DType type);
+QGemmFn qgemm_for(DType type);  // nullptr where only the per-output dot exists (scalar)
 QDotFn qdot_scalar(DType type);
 // Name of the ISA qdot_for picked ("avx512vnni", "avx2", "scalar").
 const char* qdot_isa();

@@ -1,0 +1,146 @@
+#include "model/decoder.h"
+
+#include <cmath>
+
+#include "runtime/ops.h"
+#include "util/check.h"
+
+namespace vllm {
+namespace {
+
+Tensor host_i32(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
+  std::copy(v.begin(), v.end(), t.data<int32_t>());
+  return t;
+}
+
+}  // namespace
+
+DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w) : config_(std::move(config)) {
+  const ModelConfig& c = config_;
+  RopeTables tables = compute_rope_tables(c);
+  rope_.inv_freq = std::move(tables.inv_freq);
+  rope_.mscale = tables.mscale;
+  rope_.head_dim = c.head_dim;
+  rope_.rotary_dim = c.rotary_dim();
+  rope_.neox = c.rope_neox;
+  if (c.rope_ggml_theta) {
+    rope_.ggml_theta = true;
+    rope_.theta_scale = std::pow(static_cast<float>(c.rope_theta), -2.0f / c.rotary_dim());
+    if (c.rope_scaling.type == "linear") rope_.freq_scale = 1.0f / static_cast<float>(c.rope_scaling.factor);
+    // GGUF llama-3 files carry the llama3 scaling as per-frequency divisors.
+    if (auto freqs = w.get("rope_freqs.weight")) {
+      Tensor f = to_f32(*freqs);
+      VLLM_CHECK(f.numel() == static_cast<int64_t>(rope_.inv_freq.size()), "rope_freqs size");
+      rope_.freq_factors.assign(f.data<float>(), f.data<float>() + f.numel());
+    }
+  }
+
+  embed_tokens = w.require("model.embed_tokens.weight");
+  VLLM_CHECK(embed_tokens.size(0) == c.vocab_size && embed_tokens.size(1) == c.hidden_size,
+             "embed_tokens shape ", embed_tokens.shape_str());
+  final_norm = to_f32(w.require("model.norm.weight"));
+  auto head = w.get("lm_head.weight");
+  lm_head = head && !c.tie_word_embeddings ? *head : embed_tokens;
+
+  layers_.resize(c.num_layers);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    Layer& L = layers_[i];
+    L.attn_norm = to_f32(w.require(p + "input_layernorm.weight"));
+    L.ffn_norm = to_f32(w.require(p + "post_attention_layernorm.weight"));
+    std::vector<Tensor> qkv_bias;
+    if (c.attention_bias)
+      for (const char* n : {"q_proj", "k_proj", "v_proj"})
+        qkv_bias.push_back(w.require(p + "self_attn." + n + ".bias"));
+    L.qkv = Linear::fused({w.require(p + "self_attn.q_proj.weight"),
+                           w.require(p + "self_attn.k_proj.weight"),
+                           w.require(p + "self_attn.v_proj.weight")},
+                          qkv_bias);
+    VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
+               " q/k/v shapes do not match the config");
+    L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {});
+    L.gate_up = Linear::fused(
+        {w.require(p + "mlp.gate_proj.weight"), w.require(p + "mlp.up_proj.weight")}, {});
+    L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {});
+    if (c.qk_norm) {
+      L.q_norm = to_f32(w.require(p + "self_attn.q_norm.weight"));
+      L.k_norm = to_f32(w.require(p + "self_attn.k_norm.weight"));
+    }
+    L.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[i];
+  }
+}
+
+int64_t DecoderModel::kv_bytes_per_token() const {
+  return int64_t(2) * config_.num_layers * config_.kv_size() * dtype_info(kv_dtype()).block_bytes;
+}
+
+KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {
+  KvCache cache;
+  cache.num_blocks = num_blocks;
+  cache.block_size = block_size;
+  for (int i = 0; i < config_.num_layers; ++i) {
+    for (auto* side : {&cache.k, &cache.v})
+      side->push_back(Tensor::zeros({num_blocks, block_size, config_.num_kv_heads, config_.head_dim}, kv_dtype()));
+  }
+  return cache;
+}
+
+Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
+  const ModelConfig& c = config_;
+  const int64_t T = batch.num_tokens();
+  VLLM_CHECK(T > 0, "empty batch");
+  VLLM_CHECK(batch.positions.size() == size_t(T) && batch.slot_mapping.size() == size_t(T),
+             "batch arrays disagree in length");
+  const Tensor ids = host_i32(batch.token_ids);
+  const Tensor positions = host_i32(batch.positions);
+  const Tensor slots = host_i32(batch.slot_mapping);
+
+  // Activations [T, ...]; `residual` is the running stream, `h` the normed input of a block.
+  Tensor residual = Tensor::empty({T, c.hidden_size}, DType::F32);
+  Tensor h = Tensor::empty({T, c.hidden_size}, DType::F32);
+  Tensor qkv = Tensor::empty({T, c.q_size() + 2 * c.kv_size()}, DType::F32);
+  Tensor attn = Tensor::empty({T, c.num_heads, c.head_dim}, DType::F32);
+  Tensor block_out = Tensor::empty({T, c.hidden_size}, DType::F32);
+  Tensor gate_up = Tensor::empty({T, 2 * int64_t(c.intermediate_size)}, DType::F32);
+  Tensor act = Tensor::empty({T, c.intermediate_size}, DType::F32);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  embedding(ids, embed_tokens, residual);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const Layer& L = layers_[i];
+    if (i == 0)
+      rms_norm(residual, L.attn_norm, static_cast<float>(c.rms_norm_eps), h);
+    else
+      add_rms_norm(block_out, residual, L.attn_norm, static_cast<float>(c.rms_norm_eps), h);
+
+    L.qkv(h, qkv);
+    Tensor q = qkv.slice(1, 0, c.q_size()).split_last(c.num_heads);
+    Tensor k = qkv.slice(1, c.q_size(), c.kv_size()).split_last(c.num_kv_heads);
+    Tensor v = qkv.slice(1, c.q_size() + c.kv_size(), c.kv_size()).split_last(c.num_kv_heads);
+    if (c.qk_norm) {
+      rms_norm(q, L.q_norm, static_cast<float>(c.rms_norm_eps), q);
+      rms_norm(k, L.k_norm, static_cast<float>(c.rms_norm_eps), k);
+    }
+    rope(q, positions, rope_);
+    rope(k, positions, rope_);
+    reshape_and_cache(k, v, cache.k[i], cache.v[i], slots);
+    paged_attention(q, cache.k[i], cache.v[i], batch.attn, scale, L.sliding_window, attn);
+    L.o(attn.merge_last(), block_out);
+
+    add_rms_norm(block_out, residual, L.ffn_norm, static_cast<float>(c.rms_norm_eps), h);
+    L.gate_up(h, gate_up);
+    silu_and_mul(gate_up, act);
+    L.down(act, block_out);
+  }
+  add_rms_norm(block_out, residual, final_norm, static_cast<float>(c.rms_norm_eps), h);
+
+  const int64_t L = static_cast<int64_t>(batch.logits_indices.size());
+  Tensor rows = Tensor::empty({L, c.hidden_size}, DType::F32);
+  embedding(host_i32(batch.logits_indices), h, rows);
+  Tensor logits = Tensor::empty({L, c.vocab_size}, DType::F32);
+  matmul(rows, lm_head, logits);
+  return logits;
+}
+
+}  // namespace vllm

@@ -1,0 +1,39 @@
+// The shared pre-norm decoder serving every supported architecture (Llama, Mistral, Qwen2,
+// Qwen3, GGUF llama): embed -> N x (attention, MLP) -> norm -> LM head, over a paged KV cache.
+#pragma once
+#include <memory>
+
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/weights.h"
+
+namespace vllm {
+
+class DecoderModel {
+ public:
+  DecoderModel(ModelConfig config, const WeightSource& weights);
+
+  const ModelConfig& config() const { return config_; }
+  // The cache dtype: f16 for GGUF models (llama.cpp's default), f32 otherwise.
+  DType kv_dtype() const { return config_.kv_cache_f16 ? DType::F16 : DType::F32; }
+  int64_t kv_bytes_per_token() const;
+  KvCache allocate_kv_cache(int num_blocks, int block_size) const;
+  // Logits [batch.logits_indices.size(), vocab_size] f32.
+  Tensor forward(const ForwardBatch& batch, KvCache& cache) const;
+
+ private:
+  struct Layer {
+    Tensor attn_norm, ffn_norm, q_norm, k_norm;  // f32; q/k norms only with qk_norm
+    Linear qkv, o, gate_up, down;
+    int sliding_window = 0;
+  };
+
+  ModelConfig config_;
+  RopeParams rope_;
+  Tensor embed_tokens;  // [vocab, hidden], stored dtype
+  Tensor final_norm;
+  Tensor lm_head;       // [vocab, hidden]; the embedding when tied
+  std::vector<Layer> layers_;
+};
+
+}  // namespace vllm

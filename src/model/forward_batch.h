@@ -1,0 +1,28 @@
+// ForwardBatch: what one model step computes, built by the runner from the scheduler's
+// decisions. Tokens of all sequences are flattened; attention metadata says who is who.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "runtime/ops.h"
+
+namespace vllm {
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;       // [T]
+  std::vector<int32_t> positions;       // [T]
+  std::vector<int32_t> slot_mapping;    // [T] cache slot of each token's K/V
+  std::vector<int32_t> logits_indices;  // rows of T whose logits are wanted
+  AttentionMeta attn;
+  int num_tokens() const { return static_cast<int>(token_ids.size()); }
+};
+
+// Per-layer paged K/V storage: [num_blocks, block_size, num_kv_heads, head_dim] each, f32 or
+// f16.
+struct KvCache {
+  std::vector<Tensor> k, v;
+  int num_blocks = 0;
+  int block_size = 0;
+};
+
+}  // namespace vllm

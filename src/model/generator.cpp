@@ -1,0 +1,67 @@
+#include "model/generator.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "util/check.h"
+
+namespace vllm {
+
+Generator::Generator(const DecoderModel& model, int max_model_len, int block_size)
+    : model_(model), max_model_len_(max_model_len), block_size_(block_size) {
+  const int num_blocks = (max_model_len + block_size - 1) / block_size;
+  cache_ = model.allocate_kv_cache(num_blocks, block_size);
+  block_table_.resize(num_blocks);
+  // One sequence owns the cache; reversed ids keep the block table non-trivial.
+  std::iota(block_table_.rbegin(), block_table_.rend(), 0);
+}
+
+std::vector<float> Generator::run(const std::vector<int32_t>& seq, int start, int n) {
+  ForwardBatch b;
+  b.token_ids.assign(seq.begin() + start, seq.begin() + start + n);
+  for (int i = 0; i < n; ++i) {
+    const int pos = start + i;
+    b.positions.push_back(pos);
+    b.slot_mapping.push_back(block_table_[pos / block_size_] * block_size_ + pos % block_size_);
+  }
+  b.logits_indices = {n - 1};
+  b.attn.query_start_loc = {0, n};
+  b.attn.seq_lens = {start + n};
+  b.attn.block_tables = block_table_;
+  b.attn.max_blocks_per_seq = static_cast<int>(block_table_.size());
+  Tensor logits = model_.forward(b, cache_);
+  const float* p = logits.data<float>();
+  return std::vector<float>(p, p + model_.config().vocab_size);
+}
+
+std::vector<int32_t> Generator::generate(const std::vector<int32_t>& prompt,
+                                         const GenerateOptions& opts,
+                                         const std::function<bool(int32_t)>& on_token) {
+  if (prompt.empty()) throw Error("the prompt is empty");
+  if (static_cast<int>(prompt.size()) >= max_model_len_)
+    throw Error("prompt of " + std::to_string(prompt.size()) +
+                " tokens does not fit max_model_len " + std::to_string(max_model_len_));
+  step_logits.clear();
+  std::mt19937_64 rng(opts.sampling.seed.value_or(std::random_device{}()));
+  std::vector<int32_t> seq = prompt, out;
+  std::vector<float> logits;
+  const int chunk = std::max(1, opts.prefill_chunk);
+  for (int start = 0; start < static_cast<int>(prompt.size()); start += chunk)
+    logits = run(seq, start, std::min<int>(chunk, static_cast<int>(prompt.size()) - start));
+  const auto& eos = model_.config().eos_token_ids;
+  while (static_cast<int>(out.size()) < opts.max_tokens &&
+         static_cast<int>(seq.size()) < max_model_len_) {
+    if (keep_logits) step_logits.push_back(logits);
+    const int32_t tok = sample_token(logits, opts.sampling, rng);
+    out.push_back(tok);
+    seq.push_back(tok);
+    const bool is_eos = std::find(eos.begin(), eos.end(), tok) != eos.end();
+    if (on_token && !on_token(tok)) break;
+    if (is_eos && !opts.ignore_eos) break;
+    if (static_cast<int>(out.size()) >= opts.max_tokens) break;
+    logits = run(seq, static_cast<int>(seq.size()) - 1, 1);
+  }
+  return out;
+}
+
+}  // namespace vllm

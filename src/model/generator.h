@@ -1,0 +1,41 @@
+// A single-sequence driver over the decoder and a private paged KV cache: chunked prefill,
+// then one token per step. The engine core replaces it for batched serving.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "model/decoder.h"
+#include "model/sampler.h"
+
+namespace vllm {
+
+struct GenerateOptions {
+  int max_tokens = 64;
+  bool ignore_eos = false;
+  SamplingOptions sampling;
+  int prefill_chunk = 512;
+};
+
+class Generator {
+ public:
+  Generator(const DecoderModel& model, int max_model_len, int block_size = 16);
+  // Generates after `prompt`; on_token(id) is called per new token and may return false to
+  // stop. Returns the generated ids.
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
+                                const std::function<bool(int32_t)>& on_token = {});
+  // Logits for every new token position of the last call's steps, when asked (tests).
+  bool keep_logits = false;
+  std::vector<std::vector<float>> step_logits;
+
+ private:
+  // Runs tokens [start, start + n) of `seq` and returns logits of the last one.
+  std::vector<float> run(const std::vector<int32_t>& seq, int start, int n);
+
+  const DecoderModel& model_;
+  int max_model_len_;
+  int block_size_;
+  KvCache cache_;
+  std::vector<int32_t> block_table_;
+};
+
+}  // namespace vllm

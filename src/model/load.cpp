@@ -1,0 +1,80 @@
+#include "model/load.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "loader/gguf.h"
+#include "loader/safetensors.h"
+#include "model/arch.h"
+#include "util/check.h"
+
+namespace vllm {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) throw Error(p.string() + ": cannot open");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(p.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+GgufVocab vocab_from_gguf(const GgufFile& g) {
+  GgufVocab v;
+  v.model = g.get_string("tokenizer.ggml.model").value_or("");
+  v.pre = g.get_string("tokenizer.ggml.pre").value_or("default");
+  v.tokens = g.get_string_array("tokenizer.ggml.tokens");
+  for (int64_t t : g.get_int_array("tokenizer.ggml.token_type")) v.token_types.push_back(static_cast<int32_t>(t));
+  v.scores = g.get_float_array("tokenizer.ggml.scores");
+  v.merges = g.get_string_array("tokenizer.ggml.merges");
+  auto id = [&](const char* key) -> std::optional<int32_t> {
+    if (auto x = g.get_int(key)) return static_cast<int32_t>(*x);
+    return std::nullopt;
+  };
+  v.bos_id = id("tokenizer.ggml.bos_token_id");
+  v.eos_id = id("tokenizer.ggml.eos_token_id");
+  v.unk_id = id("tokenizer.ggml.unknown_token_id");
+  v.pad_id = id("tokenizer.ggml.padding_token_id");
+  v.add_bos = g.get_bool("tokenizer.ggml.add_bos_token");
+  v.add_eos = g.get_bool("tokenizer.ggml.add_eos_token");
+  v.add_space_prefix = g.get_bool("tokenizer.ggml.add_space_prefix");
+  v.chat_template = g.get_string("tokenizer.chat_template");
+  if (v.tokens.empty()) throw Error(g.path() + ": no tokenizer vocabulary (tokenizer.ggml.tokens)");
+  return v;
+}
+
+}  // namespace
+
+std::string default_model_path() {
+  return std::string(VLLM_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+LoadedModel load_model(const std::string& path) {
+  LoadedModel out;
+  out.path = path;
+  const fs::path p(path);
+  if (!fs::exists(p)) throw Error(path + ": no such file or directory");
+  if (fs::is_directory(p)) {
+    const fs::path cfg = p / "config.json";
+    if (!fs::exists(cfg)) throw Error(path + ": not a model directory (no config.json)");
+    nlohmann::json gen;
+    if (fs::exists(p / "generation_config.json")) gen = read_json(p / "generation_config.json");
+    ModelConfig config = config_from_hf(read_json(cfg), gen);
+    auto weights = make_safetensors_source(SafetensorsModel::open(path));
+    out.model = std::make_unique<DecoderModel>(std::move(config), *weights);
+    if (fs::exists(p / "tokenizer.json")) out.tokenizer = Tokenizer::from_dir(path);
+    return out;
+  }
+  auto gguf = GgufFile::open(path);
+  ModelConfig config = config_from_gguf(*gguf);
+  out.tokenizer = Tokenizer::from_gguf_vocab(vocab_from_gguf(*gguf));
+  auto weights = make_gguf_source(gguf);
+  out.model = std::make_unique<DecoderModel>(std::move(config), *weights);
+  return out;
+}
+
+}  // namespace vllm

@@ -1,0 +1,138 @@
+#include "model/weights.h"
+
+#include <cstring>
+#include <regex>
+
+#include "loader/gguf.h"
+#include "loader/safetensors.h"
+#include "runtime/cpu/quant.h"
+#include "runtime/ops.h"
+#include "util/check.h"
+
+namespace vllm {
+
+Tensor WeightSource::require(const std::string& name) const {
+  auto t = get(name);
+  if (!t) throw Error(describe() + ": missing tensor " + name);
+  return *t;
+}
+
+namespace {
+
+class SafetensorsSource final : public WeightSource {
+ public:
+  explicit SafetensorsSource(std::shared_ptr<SafetensorsModel> st) : st_(std::move(st)) {}
+  std::optional<Tensor> get(const std::string& name) const override {
+    if (!st_->has(name)) return std::nullopt;
+    return st_->tensor(name);
+  }
+  std::string describe() const override { return "safetensors checkpoint"; }
+
+ private:
+  std::shared_ptr<SafetensorsModel> st_;
+};
+
+class GgufSource final : public WeightSource {
+ public:
+  explicit GgufSource(std::shared_ptr<GgufFile> g) : g_(std::move(g)) {}
+  std::optional<Tensor> get(const std::string& name) const override {
+    const std::string gguf_name = translate(name);
+    if (gguf_name.empty() || !g_->find(gguf_name)) return std::nullopt;
+    return g_->tensor(gguf_name);
+  }
+  std::string describe() const override { return g_->path(); }
+
+ private:
+  static std::string translate(const std::string& hf) {
+    static const std::pair<const char*, const char*> kGlobal[] = {
+        {"model.embed_tokens.weight", "token_embd.weight"},
+        {"model.norm.weight", "output_norm.weight"},
+        {"lm_head.weight", "output.weight"},
+    };
+    for (auto [from, to] : kGlobal)
+      if (hf == from) return to;
+    static const std::pair<const char*, const char*> kLayer[] = {
+        {"input_layernorm", "attn_norm"},       {"post_attention_layernorm", "ffn_norm"},
+        {"self_attn.q_proj", "attn_q"},         {"self_attn.k_proj", "attn_k"},
+        {"self_attn.v_proj", "attn_v"},         {"self_attn.o_proj", "attn_output"},
+        {"self_attn.q_norm", "attn_q_norm"},    {"self_attn.k_norm", "attn_k_norm"},
+        {"mlp.gate_proj", "ffn_gate"},          {"mlp.up_proj", "ffn_up"},
+        {"mlp.down_proj", "ffn_down"},
+    };
+    static const std::regex kPattern(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))");
+    std::smatch m;
+    if (!std::regex_match(hf, m, kPattern)) return {};
+    for (auto [from, to] : kLayer)
+      if (m[2] == from) return "blk." + m[1].str() + "." + to + "." + m[3].str();
+    return {};
+  }
+
+  std::shared_ptr<GgufFile> g_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightSource> make_safetensors_source(std::shared_ptr<SafetensorsModel> st) {
+  return std::make_unique<SafetensorsSource>(std::move(st));
+}
+
+std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<GgufFile> gguf) {
+  return std::make_unique<GgufSource>(std::move(gguf));
+}
+
+Tensor to_f32(const Tensor& t) {
+  VLLM_CHECK(t.is_contiguous() && t.device().kind == DeviceKind::Cpu, "to_f32 input");
+  const std::vector<int64_t> shape = t.shape();
+  Tensor out = Tensor::empty(std::span<const int64_t>(shape), DType::F32);
+  cpu::dequantize_row(t.dtype(), t.raw(), out.data<float>(), t.numel());
+  return out;
+}
+
+Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases) {
+  VLLM_CHECK(!weights.empty(), "Linear without weights");
+  Linear lin;
+  const int64_t in = weights[0].size(1);
+  bool same_dtype = true;
+  for (const Tensor& w : weights) {
+    VLLM_CHECK(w.ndim() == 2 && w.size(1) == in, "fused weights disagree: ", w.shape_str());
+    same_dtype &= w.dtype() == weights[0].dtype();
+    lin.out_features += w.size(0);
+  }
+  if (weights.size() == 1 || !same_dtype) {
+    lin.parts = weights;
+  } else {
+    Tensor f = Tensor::empty({lin.out_features, in}, weights[0].dtype());
+    char* dst = static_cast<char*>(f.raw());
+    for (const Tensor& w : weights) {
+      std::memcpy(dst, w.raw(), static_cast<size_t>(w.nbytes()));
+      dst += w.nbytes();
+    }
+    lin.parts = {f};
+  }
+  if (!biases.empty()) {
+    VLLM_CHECK(biases.size() == weights.size(), "one bias per fused weight");
+    lin.bias = Tensor::empty({lin.out_features}, DType::F32);
+    float* dst = lin.bias.data<float>();
+    for (const Tensor& b : biases) {
+      cpu::dequantize_row(b.dtype(), b.raw(), dst, b.numel());
+      dst += b.numel();
+    }
+  }
+  return lin;
+}
+
+void Linear::operator()(const Tensor& x, Tensor& out) const {
+  if (parts.size() == 1) {
+    matmul(x, parts[0], out);
+  } else {
+    int64_t off = 0;
+    for (const Tensor& w : parts) {
+      Tensor slice = out.slice(1, off, w.size(0));
+      matmul(x, w, slice);
+      off += w.size(0);
+    }
+  }
+  if (bias.defined()) add_bias(out, bias);
+}
+
+}  // namespace vllm

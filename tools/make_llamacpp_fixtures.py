@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Reference greedy continuations of SmolLM2-135M-Instruct Q4_1 from llama.cpp
+(llama-cpp-python), with llama.cpp's own top-2 logit gap at every step for the near-tie rule.
+
+    pip install llama-cpp-python==0.3.36   # builds llama.cpp from source
+    python3 tools/make_llamacpp_fixtures.py models/SmolLM2-135M-Instruct.Q4_1.gguf fixtures/smollm2
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import llama_cpp
+from llama_cpp import Llama
+
+NEW_TOKENS = 64
+# Plain prompts and chat-formatted ones (the model's own template, rendered by hand).
+PROMPTS = [
+    "The capital of France is",
+    "Once upon a time, in a small village by the sea,",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "The three primary colors are",
+    "Water boils at 100 degrees Celsius. At the top of a mountain, it",
+    "Q: What is 12 times 7?\nA:",
+    "<|im_start|>user\nWhat is the tallest mountain in the world?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWrite a haiku about autumn leaves.<|im_end|>\n<|im_start|>assistant\n",
+    "In 1969, Neil Armstrong",
+    "Here is a list of fruits: apple, banana,",
+]
+
+
+def main(model_path, out_dir):
+    # llama.cpp's defaults: f16 K/V cache (ggml type 1), flash attention off.
+    llm = Llama(model_path=model_path, n_ctx=512, n_threads=2, logits_all=True, verbose=False,
+                type_k=1, type_v=1, flash_attn=False, seed=0)
+    cases = []
+    for prompt in PROMPTS:
+        ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+        llm.reset()
+        llm.eval(ids)
+        out, gaps = [], []
+        for _ in range(NEW_TOKENS):
+            logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            top2 = np.sort(np.partition(logits, -2)[-2:])
+            tok = int(np.argmax(logits))
+            out.append(tok)
+            gaps.append(round(float(top2[1] - top2[0]), 5))
+            llm.eval([tok])  # no EOS stop: the comparison covers all 64 steps
+        cases.append({"prompt": prompt, "prompt_ids": ids, "greedy_ids": out,
+                      "top2_gap": gaps})
+        print(repr(prompt[:40]), "->", repr(llm.detokenize(out).decode(errors="replace")[:60]))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "llamacpp_greedy.json"), "w") as f:
+        json.dump({
+            "manifest": {
+                "tool": "llama-cpp-python", "version": llama_cpp.__version__,
+                "model": os.path.basename(model_path), "dtype": "Q4_1 weights, llama.cpp CPU "
+                "defaults (f16 KV cache, flash_attn off), 2 threads",
+                "tolerance": "greedy ids identical; a first mismatch at a step whose llama.cpp "
+                             "top-2 gap is < 0.05 nat counts as a near tie, and comparison stops there",
+            },
+            "cases": cases,
+        }, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
