@@ -1,0 +1,27 @@
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def binary():
+    path = os.environ.get("VLLM_CPP_BIN", str(ROOT / "build" / "vllm-cpp"))
+    if not os.path.exists(path):
+        pytest.fail(f"{path} not built (run scripts/setup.sh)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def model():
+    if not MODEL.exists():
+        pytest.fail(f"{MODEL} missing (run scripts/setup.sh)")
+    return str(MODEL)
+
+
+def run(binary, *args, timeout=120):
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout)
