@@ -256,7 +256,10 @@ Value Evaluator::eval_item(const Expr& e) {
   const Expr& key = *e.args[1];
   if (key.kind == Expr::Kind::Slice) {
     auto part = [&](size_t i) { return key.args[i] ? eval(*key.args[i]) : Value(nullptr); };
-    return get_slice(obj, part(0), part(1), part(2));
+    Value start = part(0);
+    Value stop = part(1);
+    Value step = part(2);
+    return get_slice(obj, start, stop, step);
   }
   return get_item(obj, eval(key));
 }
@@ -292,7 +295,10 @@ Value Evaluator::eval(const Expr& e) {
     }
     case EK::Dict: {
       Dict d;
-      for (size_t i = 0; i + 1 < e.args.size(); i += 2) d.set(eval(*e.args[i]), eval(*e.args[i + 1]));
+      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+        Value key = eval(*e.args[i]);
+        d.set(std::move(key), eval(*e.args[i + 1]));
+      }
       return Value(std::move(d));
     }
     case EK::Attr: {
@@ -314,7 +320,10 @@ Value Evaluator::eval(const Expr& e) {
       return Value(apply_test(*this, e.name, v, args));
     }
     case EK::Unary: return unary_op(e.name, eval(*e.args[0]));
-    case EK::Binary: return binary_op(e.name, eval(*e.args[0]), eval(*e.args[1]));
+    case EK::Binary: {
+      const Value left = eval(*e.args[0]);  // Python evaluates left to right
+      return binary_op(e.name, left, eval(*e.args[1]));
+    }
     case EK::Concat: {
       std::string s;
       for (const auto& a : e.args) s += eval(*a).to_str();

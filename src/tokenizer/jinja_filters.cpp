@@ -96,32 +96,32 @@ Value f_join(Evaluator&, const Value& v, CallArgs& a) {
 
 Value f_items(Evaluator&, const Value& v, CallArgs& a) {
   bind("items", a, {});
-  if (v.is_undefined()) return Value(std::vector<Value>{});
+  if (v.is_undefined()) return Value(std::vector<Value>{}, SeqKind::Generator);
   if (!v.is_dict()) raise("TypeError", "Can only get item pairs from a mapping.");
   std::vector<Value> out;
   for (const auto& [k, val] : v.dict().items) out.emplace_back(std::vector<Value>{k, val}, true);
-  return Value(std::move(out));
+  return Value(std::move(out), SeqKind::Generator);
 }
 
 Value f_map(Evaluator& ev, const Value& v, CallArgs& a) {
   std::vector<Value> out;
   if (a.positional.empty()) {
     auto p = bind("map", a, {{"attribute", std::nullopt}, {"default", Value(nullptr)}});
-    if (!v.truthy()) return Value(std::move(out));
+    if (!v.truthy()) return Value(std::move(out), SeqKind::Generator);
     for (const auto& item : iterate(v)) {
       Value r = attr_path(item, p[0]);
       out.push_back(r.is_undefined() && !p[1].is_none() ? p[1] : r);
     }
-    return Value(std::move(out));
+    return Value(std::move(out), SeqKind::Generator);
   }
   const std::string name = a.positional[0].to_str();
   if (!is_known_filter(name)) raise("TemplateRuntimeError", "No filter named " + py_str_repr(name) + ".");
-  if (!v.truthy()) return Value(std::move(out));
+  if (!v.truthy()) return Value(std::move(out), SeqKind::Generator);
   for (const auto& item : iterate(v)) {
     CallArgs rest{{a.positional.begin() + 1, a.positional.end()}, a.keyword};
     out.push_back(apply_filter(ev, name, item, rest));
   }
-  return Value(std::move(out));
+  return Value(std::move(out), SeqKind::Generator);
 }
 
 Value select_impl(Evaluator& ev, const Value& v, CallArgs& a, bool by_attr, bool keep) {
@@ -136,7 +136,7 @@ Value select_impl(Evaluator& ev, const Value& v, CallArgs& a, bool by_attr, bool
   if (a.positional.size() > off) test = a.positional[off].to_str();
   if (test && !is_known_test(*test)) raise("TemplateRuntimeError", "No test named " + py_str_repr(*test) + ".");
   std::vector<Value> out;
-  if (!v.truthy()) return Value(std::move(out));
+  if (!v.truthy()) return Value(std::move(out), SeqKind::Generator);
   for (const auto& item : iterate(v)) {
     const Value subject = by_attr ? attr_path(item, attribute) : item;
     bool r;
@@ -148,7 +148,7 @@ Value select_impl(Evaluator& ev, const Value& v, CallArgs& a, bool by_attr, bool
     }
     if (r == keep) out.push_back(item);
   }
-  return Value(std::move(out));
+  return Value(std::move(out), SeqKind::Generator);
 }
 
 Value f_select(Evaluator& ev, const Value& v, CallArgs& a) { return select_impl(ev, v, a, false, true); }
@@ -184,6 +184,12 @@ Value f_replace(Evaluator&, const Value& v, CallArgs& a) {
 
 Value f_first(Evaluator&, const Value& v, CallArgs& a) {
   bind("first", a, {});
+  if (v.is_iterator()) {  // next(iter(x)): takes one item only
+    const Sequence& seq = v.list_data();
+    if (seq.pending_error) raise(seq.pending_error->kind.c_str(), seq.pending_error->message);
+    if (seq.consumed < seq.items.size()) return seq.items[seq.consumed++];
+    return Value::undefined("No first item, sequence was empty.");
+  }
   const auto items = iterate(v);
   if (items.empty()) return Value::undefined("No first item, sequence was empty.");
   return items.front();
@@ -191,6 +197,9 @@ Value f_first(Evaluator&, const Value& v, CallArgs& a) {
 
 Value f_last(Evaluator&, const Value& v, CallArgs& a) {
   bind("last", a, {});
+  if (v.is_iterator() || !(v.is_list() || v.is_dict() || v.is_string() || v.is_undefined())) {
+    raise("TypeError", "'" + v.type_name() + "' object is not reversible");
+  }
   const auto items = iterate(v);
   if (items.empty()) return Value::undefined("No last item, sequence was empty.");
   return items.back();
@@ -218,6 +227,7 @@ std::optional<double> parse_float(const std::string& s) {
 
 Value f_int(Evaluator&, const Value& v, CallArgs& a) {
   auto p = bind("int", a, {{"default", Value(0)}, {"base", Value(10)}});
+  if (v.is_undefined()) v.fail_undefined();  // Undefined.__int__ raises
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
   if (v.is_float()) return std::isfinite(v.as_double()) ? Value(static_cast<int64_t>(v.as_double())) : p[0];
   if (v.is_string()) {
@@ -233,6 +243,7 @@ Value f_int(Evaluator&, const Value& v, CallArgs& a) {
 
 Value f_float(Evaluator&, const Value& v, CallArgs& a) {
   auto p = bind("float", a, {{"default", Value(0.0)}});
+  if (v.is_undefined()) v.fail_undefined();  // Undefined.__float__ raises
   if (v.is_number()) return Value(v.as_double());
   if (v.is_string()) {
     if (auto d = parse_float(v.str())) return Value(*d);
@@ -280,7 +291,7 @@ Value f_unique(Evaluator&, const Value& v, CallArgs& a) {
       out.push_back(item);
     }
   }
-  return Value(std::move(out));
+  return Value(std::move(out), SeqKind::Generator);
 }
 
 std::vector<Value> sorted(std::vector<Value> items, const std::vector<Value>& keys, bool reverse) {
@@ -343,14 +354,18 @@ Value f_sum(Evaluator&, const Value& v, CallArgs& a) {
 Value f_reverse(Evaluator&, const Value& v, CallArgs& a) {
   bind("reverse", a, {});
   if (v.is_string()) return get_slice(v, Value(nullptr), Value(nullptr), Value(-1));
+  if (!v.is_list() && !v.is_dict() && !v.is_undefined()) raise("FilterArgumentError", "argument must be iterable");
   auto items = iterate(v);
   std::reverse(items.begin(), items.end());
-  return Value(std::move(items));
+  // reversed(x) for sequences and dicts; list(x) reversed for other iterables.
+  return Value(std::move(items), v.is_iterator() ? SeqKind::List : SeqKind::ReverseIterator);
 }
 
 Value f_indent(Evaluator&, const Value& v, CallArgs& a) {
   auto p = bind("indent", a, {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}});
   const std::string ind = p[0].is_string() ? p[0].str() : std::string(static_cast<size_t>(std::max<int64_t>(0, p[0].as_int())), ' ');
+  if (v.is_undefined()) v.fail_undefined();  // jinja2 does `s += "\n"` first
+  if (!v.is_string()) raise("TypeError", "unsupported operand type(s) for +=: '" + v.type_name() + "' and 'str'");
   const auto lines = text::splitlines(v.to_str() + "\n", false);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -396,7 +411,7 @@ Value f_batch(Evaluator&, const Value& v, CallArgs& a) {
     if (!p[1].is_none()) cur.resize(n, p[1]);
     out.emplace_back(std::move(cur));
   }
-  return Value(std::move(out));
+  return Value(std::move(out), SeqKind::Generator);
 }
 
 Value f_attr(Evaluator&, const Value& v, CallArgs& a) {
@@ -418,18 +433,32 @@ Value f_format(Evaluator&, const Value& v, CallArgs& a) {
   return percent_format(str_of(v), Value(a.positional, true));
 }
 
+// map/select/reject/selectattr/rejectattr/items/unique/batch are generator functions in jinja2:
+// nothing runs until the result is consumed, so their errors surface only then.
+template <FilterFn F>
+Value lazily(Evaluator& ev, const Value& v, CallArgs& a) {
+  try {
+    return F(ev, v, a);
+  } catch (const TemplateError& e) {
+    Sequence seq;
+    seq.kind = SeqKind::Generator;
+    seq.pending_error = std::make_shared<const Undefined>(Undefined{e.what(), e.kind()});
+    return Value(std::move(seq));
+  }
+}
+
 const std::unordered_map<std::string_view, FilterFn>& filters() {
   static const std::unordered_map<std::string_view, FilterFn> table = {
-      {"abs", f_abs}, {"attr", f_attr}, {"batch", f_batch}, {"capitalize", f_capitalize},
+      {"abs", f_abs}, {"attr", f_attr}, {"batch", lazily<f_batch>}, {"capitalize", f_capitalize},
       {"center", f_center}, {"count", f_length}, {"d", f_default}, {"default", f_default},
       {"dictsort", f_dictsort}, {"e", f_escape}, {"escape", f_escape}, {"first", f_first},
       {"float", f_float}, {"format", f_format}, {"indent", f_indent}, {"int", f_int},
-      {"items", f_items}, {"join", f_join}, {"last", f_last}, {"length", f_length},
-      {"list", f_list}, {"lower", f_lower}, {"map", f_map}, {"max", f_max}, {"min", f_min},
-      {"reject", f_reject}, {"rejectattr", f_rejectattr}, {"replace", f_replace},
-      {"reverse", f_reverse}, {"round", f_round}, {"safe", f_safe}, {"select", f_select},
-      {"selectattr", f_selectattr}, {"sort", f_sort}, {"string", f_string}, {"sum", f_sum},
-      {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim}, {"unique", f_unique},
+      {"items", lazily<f_items>}, {"join", f_join}, {"last", f_last}, {"length", f_length},
+      {"list", f_list}, {"lower", f_lower}, {"map", lazily<f_map>}, {"max", f_max}, {"min", f_min},
+      {"reject", lazily<f_reject>}, {"rejectattr", lazily<f_rejectattr>}, {"replace", f_replace},
+      {"reverse", f_reverse}, {"round", f_round}, {"safe", f_safe}, {"select", lazily<f_select>},
+      {"selectattr", lazily<f_selectattr>}, {"sort", f_sort}, {"string", f_string}, {"sum", f_sum},
+      {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim}, {"unique", lazily<f_unique>},
       {"upper", f_upper}, {"wordcount", f_wordcount}};
   return table;
 }

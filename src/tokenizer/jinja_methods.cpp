@@ -304,6 +304,8 @@ std::optional<Value> bound_method(const Value& obj, const std::string& name) {
 }
 
 void add_globals(Scope& globals) {
+  // jinja2's `self` (block references): templates only ever read missing attributes from it.
+  globals.set("self", Value(std::make_shared<Namespace>()));
   globals.set("range", Value::function("range", [](Evaluator&, CallArgs& a) {
     if (!a.keyword.empty()) raise("TypeError", "range() takes no keyword arguments");
     const auto& p = a.positional;

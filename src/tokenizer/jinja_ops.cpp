@@ -25,7 +25,7 @@ std::string char_at(const std::string& s, int64_t i) {
 }
 
 [[noreturn]] void unsupported_operands(std::string_view op, const Value& a, const Value& b) {
-  raise("TypeError", "unsupported operand type(s) for " + std::string(op) + ": '" + a.type_name() +
+  raise("TypeError", "unsupported operand type(s) for " + std::string(op == "**" ? "** or pow()" : op) + ": '" + a.type_name() +
                          "' and '" + b.type_name() + "'");
 }
 
@@ -79,7 +79,7 @@ Value get_item(const Value& obj, const Value& key) {
   if (obj.is_dict()) {
     if (key.is_list() && !key.is_tuple()) return missing_element(obj, key);  // unhashable
     if (const Value* v = obj.dict().find(key)) return *v;
-  } else if (((obj.is_list() && !obj.is_view()) || obj.is_string()) && (key.is_int() || key.is_bool())) {
+  } else if ((obj.is_plain_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
     const int64_t n = static_cast<int64_t>(obj.is_list() ? obj.list().size() : text::length(obj.str()));
     int64_t i = key.as_int();
     if (i < 0) i += n;
@@ -95,9 +95,16 @@ Value get_item(const Value& obj, const Value& key) {
 
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   if (obj.is_undefined()) obj.fail_undefined();
-  auto bad = [](const Value& v) { return !v.is_none() && !v.is_int() && !v.is_bool(); };
-  if ((!obj.is_list() && !obj.is_string()) || obj.is_view() || bad(start) || bad(stop) || bad(step)) {
-    return Value::undefined(obj.object_type_repr() + " has no element slice");
+  // jinja2 compiles slices to plain Python subscripts, so these raise Python's errors.
+  if (obj.is_dict()) raise("TypeError", "unhashable type: 'slice'");
+  if (!obj.is_plain_list() && !obj.is_string()) {
+    raise("TypeError", "'" + obj.type_name() + "' object is not subscriptable");
+  }
+  for (const Value* v : {&start, &stop, &step}) {
+    if (v->is_undefined()) v->fail_undefined();
+    if (!v->is_none() && !v->is_int() && !v->is_bool()) {
+      raise("TypeError", "slice indices must be integers or None or have an __index__ method");
+    }
   }
   std::vector<uint32_t> cps;
   if (obj.is_string()) cps = text::decode(obj.str());
@@ -134,6 +141,8 @@ Value unary_op(std::string_view op, const Value& a) {
 }
 
 Value binary_op(std::string_view op, const Value& a, const Value& b) {
+  // str.__mod__ runs before any reflected method of the right operand, even an Undefined.
+  if (op == "%" && a.is_string()) return percent_format(a, b);
   if (a.is_undefined()) a.fail_undefined();
   if (b.is_undefined()) b.fail_undefined();
   const bool nums = a.is_number() && b.is_number();
@@ -153,12 +162,12 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       }
       return Value(a.str() + b.str());
     }
-    if (a.is_list() && b.is_list() && a.seq_kind() == b.seq_kind() && !a.is_view()) {
+    if (a.is_plain_list() && b.is_plain_list() && a.seq_kind() == b.seq_kind()) {
       std::vector<Value> items = a.list();
       items.insert(items.end(), b.list().begin(), b.list().end());
       return Value(std::move(items), a.is_tuple());
     }
-    if (a.is_string() || (a.is_list() && !a.is_view())) {
+    if (a.is_string() || a.is_plain_list()) {
       raise("TypeError", "can only concatenate " + a.type_name() + " (not \"" + b.type_name() +
                              "\") to " + a.type_name());
     }
@@ -178,8 +187,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       return checked_int(overflow, r);
     }
     if (nums) return Value(a.as_double() * b.as_double());
-    const bool a_seq = a.is_string() || (a.is_list() && !a.is_view());
-    const bool b_seq = b.is_string() || (b.is_list() && !b.is_view());
+    const bool a_seq = a.is_string() || a.is_plain_list();
+    const bool b_seq = b.is_string() || b.is_plain_list();
     if (a_seq && (b.is_int() || b.is_bool())) return repeat(a, b.as_int());
     if (b_seq && (a.is_int() || a.is_bool())) return repeat(b, a.as_int());
     if (a_seq || b_seq) {
@@ -190,15 +199,14 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
   }
   if (op == "/") {
     if (!nums) unsupported_operands(op, a, b);
-    if (b.as_double() == 0.0) raise("ZeroDivisionError", "division by zero");
+    if (b.as_double() == 0.0) raise("ZeroDivisionError", ints ? "division by zero" : "float division by zero");
     return Value(a.as_double() / b.as_double());
   }
   if (op == "//" || op == "%") {
-    if (op == "%" && a.is_string()) return percent_format(a, b);
     if (!nums) unsupported_operands(op, a, b);
     if (ints) {
       const int64_t x = a.as_int(), y = b.as_int();
-      if (y == 0) raise("ZeroDivisionError", "integer division or modulo by zero");
+      if (y == 0) raise("ZeroDivisionError", op == "%" ? "integer modulo by zero" : "integer division or modulo by zero");
       int64_t q = x / y, m = x % y;
       if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
       return Value(op == "//" ? q : m);
@@ -245,11 +253,19 @@ bool contains(const Value& container, const Value& item) {
         raise("TypeError", "'in <string>' requires string as left operand, not " + item.type_name());
       }
       return container.str().find(item.str()) != std::string::npos;
-    case Value::Type::List:
-      for (const auto& v : container.list()) {
-        if (py_equal(v, item)) return true;
+    case Value::Type::List: {
+      const Sequence& seq = container.list_data();
+      if (seq.pending_error) raise(seq.pending_error->kind.c_str(), seq.pending_error->message);
+      const size_t begin = container.is_iterator() ? seq.consumed : 0;
+      for (size_t i = begin; i < seq.items.size(); ++i) {
+        if (py_equal(seq.items[i], item)) {
+          if (container.is_iterator()) seq.consumed = i + 1;  // `in` consumes up to the match
+          return true;
+        }
       }
+      if (container.is_iterator()) seq.consumed = seq.items.size();
       return false;
+    }
     case Value::Type::Dict:
       if ((item.is_list() && !item.is_tuple()) || item.is_dict()) {
         raise("TypeError", "unhashable type: '" + item.type_name() + "'");
@@ -263,7 +279,14 @@ bool contains(const Value& container, const Value& item) {
 std::vector<Value> iterate(const Value& v) {
   switch (v.type()) {
     case Value::Type::Undefined: return {};
-    case Value::Type::List: return v.list();
+    case Value::Type::List: {
+      if (!v.is_iterator()) return v.list();
+      const Sequence& seq = v.list_data();
+      if (seq.pending_error) raise(seq.pending_error->kind.c_str(), seq.pending_error->message);
+      std::vector<Value> rest(seq.items.begin() + static_cast<long>(seq.consumed), seq.items.end());
+      seq.consumed = seq.items.size();
+      return rest;
+    }
     case Value::Type::Dict: {
       std::vector<Value> keys;
       keys.reserve(v.dict().items.size());
@@ -275,7 +298,7 @@ std::vector<Value> iterate(const Value& v) {
       for (uint32_t cp : text::decode(v.str())) {
         std::string c;
         text::append_utf8(c, cp);
-        chars.emplace_back(std::move(c), v.is_markup());
+        chars.emplace_back(std::move(c));  // iterating a Markup yields plain str
       }
       return chars;
     }
@@ -287,7 +310,9 @@ size_t py_len(const Value& v) {
   switch (v.type()) {
     case Value::Type::Undefined: return 0;
     case Value::Type::String: return text::length(v.str());
-    case Value::Type::List: return v.list().size();
+    case Value::Type::List:
+      if (v.is_iterator()) raise("TypeError", "object of type '" + v.type_name() + "' has no len()");
+      return v.list().size();
     case Value::Type::Dict: return v.dict().items.size();
     default: raise("TypeError", "object of type '" + v.type_name() + "' has no len()");
   }
@@ -297,6 +322,9 @@ size_t py_len(const Value& v) {
 Value percent_format(const Value& fmt, const Value& args) {
   std::vector<Value> values = args.is_tuple() ? args.list() : std::vector<Value>{args};
   const Dict* named = args.is_dict() ? &args.dict() : nullptr;
+  // CPython treats any non-tuple argument with __getitem__ as a mapping, so a lone list
+  // never triggers "not all arguments converted".
+  const bool mapping_like = named || (args.is_plain_list() && !args.is_tuple()) || args.is_view() || args.is_undefined();
   const std::string& f = fmt.str();
   std::string out;
   size_t next = 0;
@@ -345,7 +373,7 @@ Value percent_format(const Value& fmt, const Value& args) {
       raise("ValueError", std::string("unsupported format character '") + conv + "'");
     }
   }
-  if (!named && next < values.size()) {
+  if (!mapping_like && next < values.size()) {
     raise("TypeError", "not all arguments converted during string formatting");
   }
   return Value(std::move(out), fmt.is_markup());

@@ -570,6 +570,7 @@ class Parser {
                 cur().kind == TokenKind::Integer || cur().kind == TokenKind::Float ||
                 is_op("(") || is_op("[") || is_op("{")) &&
                !is_name("else") && !is_name("or") && !is_name("and")) {
+      // As in jinja2, any other name here is the test's argument, even `not`.
       if (is_name("is")) unsupported("'chained tests with is'", line);
       e->args.push_back(parse_postfix(parse_primary()));
     }

@@ -1,4 +1,5 @@
 // Jinja tests (`x is defined`, `x is equalto 3`, ...) with jinja2's builtin semantics.
+#include <algorithm>
 #include <array>
 
 #include "tokenizer/jinja_error.h"
@@ -47,6 +48,13 @@ bool is_known_test(std::string_view name) {
 bool apply_test(Evaluator& ev, const std::string& name, const Value& v, CallArgs& args) {
   (void)ev;
   auto arg = [&](const char* param) { return bind(name, args, {{param, std::nullopt}})[0]; };
+  static constexpr std::string_view kUnary[] = {"defined", "undefined", "none", "boolean", "true", "false",
+      "integer", "float", "number", "string", "mapping", "iterable", "sequence", "escaped", "lower", "upper",
+      "odd", "even"};
+  const size_t given = 1 + args.positional.size() + args.keyword.size();
+  if (given > 1 && std::find(std::begin(kUnary), std::end(kUnary), name) != std::end(kUnary)) {
+    raise("TypeError", "test_" + name + "() takes 1 positional argument but " + std::to_string(given) + " were given");
+  }
   if (name == "defined") return !v.is_undefined();
   if (name == "undefined") return v.is_undefined();
   if (name == "none") return v.is_none();
@@ -59,7 +67,7 @@ bool apply_test(Evaluator& ev, const std::string& name, const Value& v, CallArgs
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
   if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
-  if (name == "sequence") return v.is_undefined() || v.is_string() || (v.is_list() && !v.is_view()) || v.is_dict();
+  if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_plain_list() || v.is_dict();
   if (name == "callable") return v.is_callable();
   if (name == "escaped") return v.is_markup();
   if (name == "lower") return is_cased_as(v, true);

@@ -67,6 +67,11 @@ void Value::fail_undefined() const {
   raise(u.kind.c_str(), u.message.empty() ? "undefined value" : u.message);
 }
 
+void Value::type_mismatch(const std::string& message) const {
+  if (is_undefined()) fail_undefined();
+  raise("TypeError", message);
+}
+
 bool Value::truthy() const {
   switch (type()) {
     case Type::Undefined:
@@ -75,7 +80,7 @@ bool Value::truthy() const {
     case Type::Int: return as_int() != 0;
     case Type::Float: return as_double() != 0.0;
     case Type::String: return !str().empty();
-    case Type::List: return !list().empty();
+    case Type::List: return is_iterator() || !list().empty();
     case Type::Dict: return !dict().items.empty();
     default: return true;
   }
@@ -90,7 +95,8 @@ std::string Value::type_name() const {
     case Type::Float: return "float";
     case Type::String: return markup_ ? "Markup" : "str";
     case Type::List: {
-      static constexpr const char* kNames[] = {"list", "tuple", "dict_items", "dict_keys", "dict_values"};
+      static constexpr const char* kNames[] = {"list", "tuple", "dict_items", "dict_keys", "dict_values",
+                                               "generator", "list_reverseiterator"};
       return kNames[static_cast<int>(seq_kind())];
     }
     case Type::Dict: return "dict";
@@ -192,6 +198,7 @@ std::string Value::repr() const {
     case Type::Float: return py_float_repr(as_double());
     case Type::String: return markup_ ? "Markup(" + py_str_repr(str()) + ")" : py_str_repr(str());
     case Type::List: {
+      if (is_iterator()) return "<" + type_name() + " object>";
       if (is_view()) return type_name() + "(" + Value(list()).repr() + ")";
       const bool tuple = is_tuple();
       std::string out = tuple ? "(" : "[";
@@ -230,6 +237,7 @@ bool py_equal(const Value& a, const Value& b) {
     case T::None: return true;
     case T::String: return a.str() == b.str();
     case T::List: {
+      if (a.is_iterator()) return &a.list_data() == &b.list_data();
       if (a.seq_kind() != b.seq_kind() || a.list().size() != b.list().size()) return false;
       for (size_t i = 0; i < a.list().size(); ++i) {
         if (!py_equal(a.list()[i], b.list()[i])) return false;
@@ -268,7 +276,7 @@ bool py_compare(const Value& a, const Value& b, std::string_view op) {
     return apply_op(a.as_int(), b.as_int(), op);
   }
   if (a.is_string() && b.is_string()) return apply_op(a.str(), b.str(), op);
-  if (a.is_list() && b.is_list() && a.seq_kind() == b.seq_kind() && !a.is_view()) {
+  if (a.is_plain_list() && b.is_plain_list() && a.seq_kind() == b.seq_kind()) {
     const auto& x = a.list();
     const auto& y = b.list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -347,7 +355,7 @@ void dump(const Value& v, const JsonOptions& o, int level, std::string& out) {
     }
     case T::String: json_string(v.str(), o.ensure_ascii, out); return;
     case T::List: {
-      if (v.is_view()) raise("TypeError", "Object of type " + v.type_name() + " is not JSON serializable");
+      if (!v.is_plain_list()) raise("TypeError", "Object of type " + v.type_name() + " is not JSON serializable");
       if (v.list().empty()) {
         out += "[]";
         return;

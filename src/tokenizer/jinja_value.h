@@ -24,13 +24,17 @@ struct Undefined {
   std::string kind = "UndefinedError";       // or "SecurityError" for sandbox-blocked attributes
 };
 
-// A list, a tuple, or a dict view (d.items() / keys() / values()), which print and compare
-// differently but iterate alike.
-enum class SeqKind : uint8_t { List, Tuple, Items, Keys, Values };
+// A list, a tuple, a dict view (d.items() / keys() / values()) or a one-shot iterator (what
+// map/select/... filters and reverse return in jinja2): all iterate alike, but print, compare,
+// index and count differently. Iterators are always truthy and are consumed by iteration.
+enum class SeqKind : uint8_t { List, Tuple, Items, Keys, Values, Generator, ReverseIterator };
 
 struct Sequence {
   std::vector<Value> items;
   SeqKind kind = SeqKind::List;
+  mutable size_t consumed = 0;  // iterators only: items already taken
+  // Iterators only: the error a lazy jinja2 generator raises once it is consumed.
+  std::shared_ptr<const Undefined> pending_error;
 };
 
 // Insertion-ordered dict; keys compare with Python equality (1 == 1.0 == True).
@@ -71,7 +75,8 @@ class Value {
   Value(std::vector<Value> items, bool is_tuple = false)
       : Value(std::move(items), is_tuple ? SeqKind::Tuple : SeqKind::List) {}
   Value(std::vector<Value> items, SeqKind kind)
-      : data_(std::make_shared<const Sequence>(Sequence{std::move(items), kind})) {}
+      : data_(std::make_shared<const Sequence>(Sequence{std::move(items), kind, 0, nullptr})) {}
+  explicit Value(Sequence seq) : data_(std::make_shared<const Sequence>(std::move(seq))) {}
   Value(Dict d) : data_(std::make_shared<const Dict>(std::move(d))) {}
   Value(std::shared_ptr<Namespace> ns) : data_(std::move(ns)) {}
   Value(std::shared_ptr<const Callable> fn) : data_(std::move(fn)) {}
@@ -96,17 +101,32 @@ class Value {
   bool is_string() const { return type() == Type::String; }
   bool is_list() const { return type() == Type::List; }
   bool is_tuple() const { return is_list() && list_data().kind == SeqKind::Tuple; }
-  bool is_view() const { return is_list() && list_data().kind > SeqKind::Tuple; }
+  bool is_plain_list() const { return is_list() && list_data().kind <= SeqKind::Tuple; }  // list/tuple
+  bool is_view() const { return is_list() && !is_plain_list() && !is_iterator(); }
+  bool is_iterator() const { return is_list() && list_data().kind >= SeqKind::Generator; }
   SeqKind seq_kind() const { return list_data().kind; }
   bool is_dict() const { return type() == Type::Dict; }
   bool is_namespace() const { return type() == Type::Namespace; }
   bool is_callable() const { return type() == Type::Callable; }
   bool is_markup() const { return markup_; }
 
+  // Typed accessors raise Python's TypeError (not std::bad_variant_access) on a type mismatch,
+  // so builtins can take arguments without checking every type first.
   bool as_bool() const { return std::get<bool>(data_); }
-  int64_t as_int() const { return is_bool() ? int64_t{as_bool()} : std::get<int64_t>(data_); }
-  double as_double() const { return is_float() ? std::get<double>(data_) : static_cast<double>(as_int()); }
-  const std::string& str() const { return std::get<std::string>(data_); }
+  int64_t as_int() const {
+    if (is_bool()) return int64_t{as_bool()};
+    if (!is_int()) type_mismatch("'" + type_name() + "' object cannot be interpreted as an integer");
+    return std::get<int64_t>(data_);
+  }
+  double as_double() const {
+    if (is_float()) return std::get<double>(data_);
+    if (!is_number()) type_mismatch("must be real number, not " + type_name());
+    return static_cast<double>(as_int());
+  }
+  const std::string& str() const {
+    if (!is_string()) type_mismatch("must be str, not " + type_name());
+    return std::get<std::string>(data_);
+  }
   const std::vector<Value>& list() const { return list_data().items; }
   const Sequence& list_data() const { return *std::get<std::shared_ptr<const Sequence>>(data_); }
   const Dict& dict() const { return *std::get<std::shared_ptr<const Dict>>(data_); }
@@ -116,6 +136,8 @@ class Value {
 
   // Throws the stored UndefinedError (or SecurityError) when this value is undefined.
   [[noreturn]] void fail_undefined() const;
+  // Undefined values raise their UndefinedError, anything else a TypeError with `message`.
+  [[noreturn]] void type_mismatch(const std::string& message) const;
 
   bool truthy() const;
   std::string type_name() const;          // Python's type(x).__name__: "str", "NoneType", ...

@@ -63,6 +63,7 @@ const Case kOutput[] = {
     {R"J({% set ns = namespace(a=1, b='x') %}{{ ns }})J", "", "<Namespace {'a': 1, 'b': 'x'}>", "", ""},
     {R"J({{ "a\tb\n\x41\u00e9\\ \q" }}|{{ 'it\'s' }}|{{ 'a' 'b' "c" }})J", "", "a\tb\nAé\\ \\q|it's|abc", "", ""},
     {R"J({{ 1, 'a' }})J", "", "(1, 'a')", "", ""},
+    {R"J({{ 'a%sb' % x }}|{{ '' % [1] }}|{{ 'x'|safe|list }}|{{ self.DEFAULT_SYSTEM_MESSAGE }}|)J", "", "ab||['x']||", "", ""},
 };
 TEST(JinjaConstructs, Output) { run_cases(kOutput); }
 
@@ -255,8 +256,33 @@ const Case kErrors[] = {
     {R"J({{ x.y.z }})J", R"J({"x": {"y": null}})J", "", "", ""},
     {R"J({{ messages[0]['role'] }})J", R"J({"messages": []})J", "", "UndefinedError", "list object has no element 0"},
     {R"J({{ loop.previtem.x }}{% for i in [1] %}{{ loop.previtem.x }}{% endfor %})J", "", "", "UndefinedError", "'loop' is undefined"},
+    {R"J({{ x[1:] }})J", R"J({"x": null})J", "", "TypeError", "'NoneType' object is not subscriptable"},
+    {R"J({{ d[1:] }})J", R"J({"d": {}})J", "", "TypeError", "unhashable type: 'slice'"},
+    {R"J({{ 1 % 0 }}{{ 1.0 / 0 }})J", "", "", "ZeroDivisionError", "integer modulo by zero"},
+    {R"J({{ 1.0 / 0 }})J", "", "", "ZeroDivisionError", "float division by zero"},
+    {R"J({{ 2 ** none }})J", "", "", "TypeError", "unsupported operand type(s) for ** or pow(): 'int' and 'NoneType'"},
+    {R"J({{ x|int }})J", "", "", "UndefinedError", "'x' is undefined"},
+    {R"J({{ x|indent }})J", "", "", "UndefinedError", "'x' is undefined"},
+    {R"J({{ 'abc'.find(1) }})J", "", "", "TypeError", "must be str, not int"},
+    {R"J({{ 'a b'.split(' ', 'x') }})J", "", "", "TypeError", "'str' object cannot be interpreted as an integer"},
+    {R"J({{ x is defined(1) }})J", R"J({"x": 1})J", "", "TypeError", "test_defined() takes 1 positional argument but 2 were given"},
+    {R"J({{ true|last }})J", "", "", "TypeError", "'bool' object is not reversible"},
 };
 TEST(JinjaConstructs, Errors) { run_cases(kErrors); }
+
+const Case kIterators[] = {
+    {R"J({{ not ([]|select('odd')) }} {{ [1, 2]|map('int') is sequence }} {{ [1, 2]|map('int') is iterable }} {{ 2 in [1, 2, 3]|map('int') }} {{ [1, 2]|map('int') == [1, 2]|map('int') }})J", "", "False False True True False", "", ""},
+    {R"J({% set g = [1, 2, 3]|map('string') %}{{ g|first }}{{ g|list }}{{ g|list }}|{% set h = [1, 2, 3]|select %}{% for x in h %}{{ x }}{{ loop.length }}{% endfor %}{% for x in h %}{{ x }}{% else %}empty{% endfor %})J", "", "1['2', '3'][]|132333empty", "", ""},
+    {R"J({% if ms|selectattr('role', 'equalto', 'system') %}always{% endif %}|{% if ms|selectattr('role', 'equalto', 'system')|list %}never{% endif %})J", R"J({"ms": [{"role": "user"}]})J", "always|", "", ""},
+    {R"J({{ [1, 2]|select('odd')|length }})J", "", "", "TypeError", "object of type 'generator' has no len()"},
+    {R"J({{ [1, 2]|select('odd')|last }})J", "", "", "TypeError", "'generator' object is not reversible"},
+    {R"J({{ ([1, 2]|select('odd'))[0] }}|{{ d.items()[0] }}|{{ d.keys() }} {{ d.values() }})J", R"J({"d": {"a": 1}})J", "||dict_keys(['a']) dict_values([1])", "", ""},
+    {R"J({{ ([1, 2]|select('odd'))[1:] }})J", "", "", "TypeError", "'generator' object is not subscriptable"},
+    {R"J({{ [1, 2]|map('int')|tojson }})J", "", "", "TypeError", "Object of type generator is not JSON serializable"},
+    {R"J({% set g = 5|map('upper') %}lazy{{ g is iterable }}{{ g|list }})J", "", "", "TypeError", "'int' object is not iterable"},
+    {R"J({{ [1, 2]|reverse|list }} {{ [1, 2]|reverse is sequence }} {{ 'abc'|reverse }} {{ {'a': 1, 'b': 2}|reverse|list }} {{ [1, 2]|map('int')|reverse }})J", "", "[2, 1] False cba ['b', 'a'] [2, 1]", "", ""},
+};
+TEST(JinjaConstructs, Iterators) { run_cases(kIterators); }
 
 TEST(JinjaConstructs, StrftimeNowUsesInjectedClock) {
   EXPECT_EQ(render("{{ strftime_now('%Y-%m-%d %a %d %b %Y') }}"), "2024-07-26 Fri 26 Jul 2024");
