@@ -5,6 +5,7 @@
 namespace vllm::cli {
 
 void add_generate(CLI::App& app);
+void add_bench(CLI::App& app);
 
 // Runs fn, turning vllm::Error and std::exception into "error: ..." on stderr and exit 1.
 int run_guarded(const std::function<int()>& fn);

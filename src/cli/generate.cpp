@@ -50,7 +50,7 @@ int run_generate(const GenerateArgs& a) {
   GenerateOptions opts;
   opts.max_tokens = a.max_tokens;
   opts.ignore_eos = a.ignore_eos;
-  opts.sampling.temperature = a.temperature;
+  opts.sampling.temperature = a.temperature;  // the CLI's default is greedy (0)
   opts.sampling.top_p = a.top_p;
   opts.sampling.top_k = a.top_k;
   opts.sampling.min_p = a.min_p;

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", VLLM_VERSION);
   app.require_subcommand(1);
   vllm::cli::add_generate(app);
+  vllm::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

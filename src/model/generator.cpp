@@ -42,7 +42,7 @@ std::vector<int32_t> Generator::generate(const std::vector<int32_t>& prompt,
     throw Error("prompt of " + std::to_string(prompt.size()) +
                 " tokens does not fit max_model_len " + std::to_string(max_model_len_));
   step_logits.clear();
-  std::mt19937_64 rng(opts.sampling.seed.value_or(std::random_device{}()));
+  SamplerState sampler(opts.sampling, prompt, std::random_device{}());
   std::vector<int32_t> seq = prompt, out;
   std::vector<float> logits;
   const int chunk = std::max(1, opts.prefill_chunk);
@@ -52,7 +52,7 @@ std::vector<int32_t> Generator::generate(const std::vector<int32_t>& prompt,
   while (static_cast<int>(out.size()) < opts.max_tokens &&
          static_cast<int>(seq.size()) < max_model_len_) {
     if (keep_logits) step_logits.push_back(logits);
-    const int32_t tok = sample_token(logits, opts.sampling, rng);
+    const int32_t tok = sample(logits, opts.sampling, sampler, eos).token;
     out.push_back(tok);
     seq.push_back(tok);
     const bool is_eos = std::find(eos.begin(), eos.end(), tok) != eos.end();

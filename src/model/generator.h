@@ -12,8 +12,14 @@ namespace vllm {
 struct GenerateOptions {
   int max_tokens = 64;
   bool ignore_eos = false;
-  SamplingOptions sampling;
+  SamplingParams sampling = greedy_params();
   int prefill_chunk = 512;
+
+  static SamplingParams greedy_params() {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    return p;
+  }
 };
 
 class Generator {

@@ -30,9 +30,32 @@ float max_abs_diff(const float* a, const float* b, int64_t n) {
   return m;
 }
 
+// Random but valid K-quant blocks: random bytes, with the f16 super-block scales replaced by
+// small finite values (the layouts place them differently per type).
+Tensor random_kquant(const Tensor& w, DType type) {
+  const int64_t n = w.size(0), k = w.size(1);
+  Tensor q = Tensor::empty({n, k}, type);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+  auto* p = static_cast<uint8_t*>(q.raw());
+  for (int64_t i = 0; i < q.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(rng));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < k / kQKK; ++b) {
+      char* blk = q.row(r) + b * dtype_info(type).block_bytes;
+      if (type == DType::Q6_K) {
+        reinterpret_cast<BlockQ6_K*>(blk)->d = f32_to_f16(scale(rng));
+      } else {  // Q4_K and Q5_K start with d, dmin
+        reinterpret_cast<uint16_t*>(blk)[0] = f32_to_f16(scale(rng));
+        reinterpret_cast<uint16_t*>(blk)[1] = f32_to_f16(scale(rng));
+      }
+    }
+  return q;
+}
+
 // Quantise a random f32 [n, k] matrix to `type` (via the reference quantisers).
 Tensor quantize(const Tensor& w, DType type) {
   const int64_t n = w.size(0), k = w.size(1);
+  if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) return random_kquant(w, type);
   Tensor q = Tensor::empty({n, k}, type);
   for (int64_t r = 0; r < n; ++r) {
     const float* src = w.data<float>() + r * k;
@@ -75,8 +98,9 @@ class MatmulTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(MatmulTest, MatchesReference) {
   const DType type = GetParam();
-  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 64},
-                         {7, 100, 96},
+  const bool k_quant = dtype_info(type).block_size == kQKK;
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, k_quant ? 256 : 64},
+                         {7, 100, k_quant ? 512 : 96},
                          {33, 19, 256}}) {
     Tensor x = randn({M, K});
     Tensor wf = randn({N, K}, 0.5f);
@@ -85,7 +109,8 @@ TEST_P(MatmulTest, MatchesReference) {
     for (int64_t r = 0; r < N; ++r) cpu::dequantize_row(type, w.row(r), wd.data() + r * K, K);
     Tensor out = Tensor::empty({M, N}, DType::F32);
     matmul(x, w, out);
-    const bool int8 = dtype_info(type).quantized;
+    // Activations are quantised to int8 only for the 32-element block types.
+    const bool int8 = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1;
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         double ref = 0, mag = 0;
@@ -101,7 +126,8 @@ TEST_P(MatmulTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                                           DType::Q4_0, DType::Q4_1),
+                                           DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K,
+                                           DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Every compiled ISA variant of the int8 block dot gives the scalar result (same integer

@@ -1,0 +1,76 @@
+// `vllm-cpp bench latency`: prefill and decode speed of one sequence, like vLLM's
+// `bench latency` (random prompt ids, fixed output length, EOS ignored).
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "cli/commands.h"
+#include "model/generator.h"
+#include "model/load.h"
+#include "runtime/cpu/quant.h"
+#include "runtime/thread_pool.h"
+
+namespace vllm::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  int input_len = 512;
+  int output_len = 128;
+  int threads = 0;
+  int repeats = 3;
+};
+
+int run_latency(const BenchArgs& a) {
+  if (a.threads > 0) set_num_threads(a.threads);
+  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  LoadedModel m = load_model(path);
+  std::mt19937 rng(0);
+  std::uniform_int_distribution<int32_t> tok(100, std::min(40000, m.config().vocab_size - 1));
+  std::vector<int32_t> prompt(a.input_len);
+  for (auto& t : prompt) t = tok(rng);
+  Generator gen(*m.model, a.input_len + a.output_len + 1);
+  GenerateOptions opts;
+  opts.max_tokens = a.output_len + 1;  // the first token ends the prefill
+  opts.ignore_eos = true;
+  double best_prefill = 0, best_decode = 0;
+  using clock = std::chrono::steady_clock;
+  for (int r = 0; r < a.repeats; ++r) {
+    const auto t0 = clock::now();
+    clock::time_point first;
+    int n = 0;
+    gen.generate(prompt, opts, [&](int32_t) {
+      if (n++ == 0) first = clock::now();
+      return true;
+    });
+    const auto t1 = clock::now();
+    best_prefill = std::max(best_prefill, a.input_len / std::chrono::duration<double>(first - t0).count());
+    best_decode = std::max(best_decode, a.output_len / std::chrono::duration<double>(t1 - first).count());
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("{\"engine\": \"vllm-cpp\", \"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, "
+              "\"peak_rss_mb\": %.1f, \"threads\": %d, \"isa\": \"%s\"}\n",
+              best_prefill, best_decode, ru.ru_maxrss / 1024.0, cpu_pool().num_threads(),
+              cpu::qdot_isa());
+  return 0;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* lat = bench->add_subcommand("latency", "Prefill and decode speed of one sequence");
+  lat->add_option("--model,-m", args->model, "A .gguf file or a Hugging Face model directory");
+  lat->add_option("--input-len", args->input_len)->check(CLI::Range(1, 1 << 20));
+  lat->add_option("--output-len", args->output_len)->check(CLI::Range(1, 1 << 20));
+  lat->add_option("--threads,-t", args->threads)->check(CLI::Range(1, 1024));
+  lat->add_option("--repeats", args->repeats)->check(CLI::Range(1, 100));
+  lat->callback([args] { std::exit(run_guarded([&] { return run_latency(*args); })); });
+}
+
+}  // namespace vllm::cli

@@ -1,0 +1,37 @@
+// SamplingParams: the per-request generation controls, with vLLM's field names and defaults.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vllm {
+
+struct SamplingParams {
+  int n = 1;
+  float temperature = 1.0f;  // < 1e-5: greedy
+  float top_p = 1.0f;
+  int top_k = 0;  // 0 or -1: off
+  float min_p = 0.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  std::optional<uint64_t> seed;
+  int max_tokens = 16;
+  int min_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool include_stop_str_in_output = false;
+  std::vector<std::vector<int32_t>> bad_words_ids;  // tokenized bad words
+  std::map<int32_t, float> logit_bias;
+  std::vector<int32_t> allowed_token_ids;  // empty: all
+  std::optional<int> logprobs;             // top logprobs per generated token
+  std::optional<int> prompt_logprobs;
+  bool skip_special_tokens = true;
+
+  bool greedy() const { return temperature < 1e-5f; }
+};
+
+}  // namespace vllm
