@@ -93,6 +93,7 @@ void Scheduler::schedule_running(std::vector<Entry>& scheduled,
       continue;
     }
     std::optional<KvBlocks> blocks;
+    bool preempted_self = false;
     while (!(blocks = kv_cache_manager_.allocate_slots(*req, n))) {
       Request* victim = pick_preemption_victim();
       const size_t vi = std::find(running_.begin(), running_.end(), victim) - running_.begin();
@@ -107,9 +108,13 @@ void Scheduler::schedule_running(std::vector<Entry>& scheduled,
       }
       preempt(victim);
       preempted.push_back(victim);
-      if (victim == req) break;
+      if (victim == req) {
+        preempted_self = true;
+        break;
+      }
     }
-    if (!blocks) break;
+    // running_[i] is now the next request: it may still fit without new blocks.
+    if (preempted_self) continue;
     scheduled.push_back({req, n, ScheduledKind::kRunning});
     token_budget -= n;
     ++i;
