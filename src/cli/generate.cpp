@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/batch.h"
 #include "cli/commands.h"
 #include "model/generator.h"
 #include "model/load.h"
@@ -35,16 +36,52 @@ struct GenerateArgs {
   int max_model_len = 2048;
   bool ignore_eos = false;
   bool quiet = false;
+  // Offline batch mode (engine core).
+  std::string input, output;
+  EngineConfig engine;
+  std::string kv_cache_memory;
+  bool no_prefix_caching = false;
 };
+
+// "4GiB", "512MiB", "1e9" or plain bytes.
+int64_t parse_bytes(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    throw Error("--kv-cache-memory: not a size: " + s);
+  }
+  const std::string unit = s.substr(used);
+  double mult = 1;
+  if (unit == "K" || unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  else if (!unit.empty()) throw Error("--kv-cache-memory: unknown unit '" + unit + "'");
+  if (!(v > 0)) throw Error("--kv-cache-memory must be positive");
+  return static_cast<int64_t>(v * mult);
+}
 
 int run_generate(const GenerateArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel m = load_model(path);
+  if (!a.input.empty() || !a.output.empty()) {
+    if (a.input.empty() || a.output.empty()) throw Error("--input and --output go together");
+    EngineConfig config = a.engine;
+    if (!a.kv_cache_memory.empty()) config.kv_cache_memory = parse_bytes(a.kv_cache_memory);
+    config.enable_prefix_caching = !a.no_prefix_caching;
+    if (a.seed >= 0) config.seed = static_cast<uint64_t>(a.seed);
+    return run_batch(m, config, a.input, a.output);
+  }
   if (!m.tokenizer) throw Error(path + ": no tokenizer found");
   std::string prompt;
   for (const auto& p : a.prompt) prompt += (prompt.empty() ? "" : " ") + p;
+  if (prompt.empty() && a.input.empty()) throw Error("no prompt given");
   if (prompt.empty()) throw Error("no prompt given");
   const std::vector<int32_t> ids = m.tokenizer->encode(prompt, true);
   GenerateOptions opts;
@@ -94,9 +131,17 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--min-p", args->min_p)->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", args->seed, "Sampling seed");
   cmd->add_option("--threads,-t", args->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
-  cmd->add_option("--max-model-len", args->max_model_len)->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--max-model-len", args->max_model_len)->check(CLI::Range(1, 1 << 24))
+      ->each([args](const std::string& v) { args->engine.max_model_len = std::stoi(v); });
   cmd->add_flag("--ignore-eos", args->ignore_eos);
   cmd->add_flag("--quiet,-q", args->quiet, "No timing line on stderr");
+  cmd->add_option("--input", args->input, "JSON lines: {\"prompt\": text or ids, SamplingParams fields}");
+  cmd->add_option("--output", args->output, "JSON lines, in input order: text, token_ids, finish_reason");
+  cmd->add_option("--max-num-seqs", args->engine.max_num_seqs, "Requests running at once")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--max-num-batched-tokens", args->engine.max_num_batched_tokens)->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "KV cache budget, e.g. 1GiB (default 1GiB)");
+  cmd->add_option("--block-size", args->engine.block_size)->check(CLI::IsMember({8, 16, 32, 64, 128}));
+  cmd->add_flag("--no-enable-prefix-caching", args->no_prefix_caching);
   cmd->callback([args] { std::exit(run_guarded([&] { return run_generate(*args); })); });
 }
 

@@ -79,9 +79,10 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {
   KvCache cache;
   cache.num_blocks = num_blocks;
   cache.block_size = block_size;
+  // Uninitialised: attention only reads slots written before, and untouched pages cost no RSS.
   for (int i = 0; i < config_.num_layers; ++i) {
     for (auto* side : {&cache.k, &cache.v})
-      side->push_back(Tensor::zeros({num_blocks, block_size, config_.num_kv_heads, config_.head_dim}, kv_dtype()));
+      side->push_back(Tensor::empty({num_blocks, block_size, config_.num_kv_heads, config_.head_dim}, kv_dtype()));
   }
   return cache;
 }

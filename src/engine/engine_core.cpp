@@ -1,0 +1,254 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+#include "util/check.h"
+
+namespace vllm {
+
+struct EngineCore::Completion {
+  std::string parent_id;
+  int index = 0;
+  SamplingParams params;
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  std::string text;      // all text so far, stop-string truncation applied
+  size_t emitted = 0;    // bytes of `text` already returned
+  size_t max_stop = 0;   // longest stop string
+  int num_prompt_tokens = 0;
+  bool first_output = true;
+  bool finished = false;
+};
+
+namespace {
+
+void check_params(const SamplingParams& p, int vocab) {
+  auto bad = [](const std::string& msg) { throw Error(msg); };
+  if (p.n < 1) bad("n must be at least 1, got " + std::to_string(p.n));
+  if (!(p.temperature >= 0.0f)) bad("temperature must be non-negative");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) bad("top_p must be in (0, 1]");
+  if (p.top_k < -1) bad("top_k must be -1 (disable) or at least 1");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) bad("min_p must be in [0, 1]");
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f))
+    bad("presence_penalty must be in [-2, 2]");
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
+    bad("frequency_penalty must be in [-2, 2]");
+  if (!(p.repetition_penalty > 0.0f)) bad("repetition_penalty must be positive");
+  if (p.max_tokens < 1) bad("max_tokens must be at least 1");
+  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens)
+    bad("min_tokens must be in [0, max_tokens]");
+  if (p.logprobs && (*p.logprobs < 0 || *p.logprobs > 20)) bad("logprobs must be in [0, 20]");
+  if (p.prompt_logprobs && (*p.prompt_logprobs < 0 || *p.prompt_logprobs > 20))
+    bad("prompt_logprobs must be in [0, 20]");
+  auto in_vocab = [&](int32_t t, const char* what) {
+    if (t < 0 || t >= vocab)
+      bad(std::string(what) + " token id " + std::to_string(t) + " outside the vocabulary");
+  };
+  for (int32_t t : p.stop_token_ids) in_vocab(t, "stop_token_ids");
+  for (int32_t t : p.allowed_token_ids) in_vocab(t, "allowed_token_ids");
+  for (const auto& [t, b] : p.logit_bias) in_vocab(t, "logit_bias");
+  for (const auto& w : p.bad_words_ids)
+    for (int32_t t : w) in_vocab(t, "bad_words");
+  for (const auto& s : p.stop)
+    if (s.empty()) bad("stop strings must not be empty");
+}
+
+core::KvCacheConfig kv_config(const DecoderModel& model, const EngineConfig& c) {
+  core::KvCacheConfig kv;
+  kv.block_size = c.block_size;
+  kv.enable_prefix_caching = c.enable_prefix_caching;
+  const int layers = model.config().num_layers;
+  kv.groups = {core::KvCacheGroupSpec{core::AttentionKind::kFullAttention, 0, layers,
+                                      model.kv_bytes_per_token() / layers}};
+  kv.num_blocks = core::num_blocks_for_budget(c.kv_cache_memory, model.kv_bytes_per_token(),
+                                              c.block_size);
+  return kv;
+}
+
+core::SchedulerConfig scheduler_config(const EngineConfig& c) {
+  core::SchedulerConfig s;
+  s.max_num_seqs = c.max_num_seqs;
+  s.max_num_batched_tokens = c.max_num_batched_tokens;
+  s.max_model_len = c.max_model_len;
+  s.policy = c.priority_policy ? core::SchedulingPolicy::kPriority : core::SchedulingPolicy::kFcfs;
+  return s;
+}
+
+EngineConfig resolved(EngineConfig c, const DecoderModel& model) {
+  if (c.max_model_len <= 0) c.max_model_len = model.config().max_position_embeddings;
+  return c;
+}
+
+}  // namespace
+
+EngineCore::EngineCore(const DecoderModel& model, const Tokenizer* tokenizer, EngineConfig config)
+    : model_(model),
+      tokenizer_(tokenizer),
+      config_(resolved(config, model)),
+      scheduler_(scheduler_config(config_), kv_config(model, config_)),
+      next_seed_(config_.seed) {
+  runner_ = std::make_unique<ModelRunner>(model, scheduler_.kv_cache_manager().config().num_blocks,
+                                          config_.block_size);
+}
+
+EngineCore::~EngineCore() = default;
+
+void EngineCore::add_request(const std::string& id, std::vector<int32_t> prompt,
+                             SamplingParams params, int priority) {
+  check_params(params, model_.config().vocab_size);
+  if (parents_.count(id)) throw Error("duplicate request id " + id);
+  if (prompt.empty()) throw Error("the prompt is empty");
+  for (int32_t t : prompt)
+    if (t < 0 || t >= model_.config().vocab_size)
+      throw Error("prompt token id " + std::to_string(t) + " outside the vocabulary");
+  if (static_cast<int>(prompt.size()) >= config_.max_model_len)
+    throw Error("the prompt has " + std::to_string(prompt.size()) +
+                " tokens, but max_model_len is " + std::to_string(config_.max_model_len));
+  if (!params.stop.empty() && !tokenizer_) throw Error("stop strings need a tokenizer");
+  // vLLM's rule: max_tokens may not push the request past max_model_len.
+  const int room = config_.max_model_len - static_cast<int>(prompt.size());
+  if (params.max_tokens > room)
+    throw Error("max_tokens (" + std::to_string(params.max_tokens) + ") + prompt (" +
+                std::to_string(prompt.size()) + " tokens) exceeds max_model_len (" +
+                std::to_string(config_.max_model_len) + ")");
+
+  std::vector<std::string>& children = parents_[id];
+  for (int i = 0; i < params.n; ++i) {
+    const std::string child = params.n == 1 ? id : id + "#" + std::to_string(i);
+    SamplingParams p = params;
+    if (params.seed) p.seed = *params.seed + static_cast<uint64_t>(i);
+    core::Request r(child, std::vector<int>(prompt.begin(), prompt.end()));
+    r.max_tokens = p.max_tokens;
+    r.min_tokens = p.min_tokens;
+    r.ignore_eos = p.ignore_eos;
+    r.eos_token_ids = runner_->eos_ids();
+    r.stop_token_ids = std::vector<int>(p.stop_token_ids.begin(), p.stop_token_ids.end());
+    r.priority = priority;
+    scheduler_.add_request(std::move(r));
+    runner_->add_request(child, RunnerRequest{p, prompt, next_seed_++ * 0x9e3779b97f4a7c15ULL + 1});
+
+    auto c = std::make_unique<Completion>();
+    c->parent_id = id;
+    c->index = i;
+    c->params = p;
+    c->num_prompt_tokens = static_cast<int>(prompt.size());
+    if (tokenizer_) {
+      const size_t ctx = std::min<size_t>(prompt.size(), 8);
+      c->detok = std::make_unique<IncrementalDetokenizer>(
+          *tokenizer_, p.skip_special_tokens,
+          std::span<const int32_t>(prompt).subspan(prompt.size() - ctx));
+    }
+    for (const auto& s : p.stop) c->max_stop = std::max(c->max_stop, s.size());
+    children_.emplace(child, std::move(c));
+    children.push_back(child);
+  }
+}
+
+void EngineCore::finish_child(const std::string& child_id, core::RequestStatus status) {
+  runner_->remove_request(child_id);
+  auto it = children_.find(child_id);
+  if (it == children_.end()) return;
+  const std::string parent = it->second->parent_id;
+  children_.erase(it);
+  auto& kids = parents_[parent];
+  kids.erase(std::remove(kids.begin(), kids.end(), child_id), kids.end());
+  if (kids.empty()) parents_.erase(parent);
+  (void)status;
+}
+
+bool EngineCore::abort_request(const std::string& id) {
+  auto it = parents_.find(id);
+  if (it == parents_.end()) return false;
+  const std::vector<std::string> kids = it->second;
+  for (const std::string& child : kids) {
+    Completion& c = *children_.at(child);
+    RequestOutput out;
+    out.request_id = c.parent_id;
+    out.index = c.index;
+    out.finished = true;
+    out.finish_reason = "abort";
+    out.num_prompt_tokens = c.num_prompt_tokens;
+    pending_.push_back(std::move(out));
+    scheduler_.abort_request(child);
+    finish_child(child, core::RequestStatus::kFinishedAborted);
+  }
+  return true;
+}
+
+// Moves newly final text into out.text_delta, holding back a tail that could still grow into
+// a stop string (never splitting a UTF-8 character).
+void EngineCore::emit_text(Completion& c, RequestOutput& out, bool final) {
+  size_t end = c.text.size();
+  if (!final && c.max_stop > 1) {
+    end = c.text.size() >= c.max_stop - 1 ? c.text.size() - (c.max_stop - 1) : 0;
+    while (end > c.emitted && end < c.text.size() && (c.text[end] & 0xC0) == 0x80) --end;
+  }
+  if (end > c.emitted) {
+    out.text_delta = c.text.substr(c.emitted, end - c.emitted);
+    c.emitted = end;
+  }
+}
+
+std::vector<RequestOutput> EngineCore::step() {
+  std::vector<RequestOutput> outputs = std::move(pending_);
+  pending_.clear();
+  if (!scheduler_.has_unfinished()) return outputs;
+  const core::SchedulerOutput sched = scheduler_.schedule();
+  for (const std::string& id : sched.finished_req_ids) runner_->remove_request(id);
+  auto samples = runner_->execute(sched);
+  std::unordered_map<std::string, std::vector<int>> sampled;
+  for (auto& [id, s] : samples)
+    if (!s.token_ids.empty()) sampled[id] = s.token_ids;
+  const core::UpdateResult update = scheduler_.update_from_output(sampled);
+
+  std::unordered_map<std::string, core::RequestStatus> finished;
+  for (const auto& f : update.finished) finished[f.request_id] = f.status;
+  for (const core::RequestUpdate& u : update.outputs) {
+    auto it = children_.find(u.request_id);
+    if (it == children_.end()) continue;
+    Completion& c = *it->second;
+    RequestOutput out;
+    out.request_id = c.parent_id;
+    out.index = c.index;
+    out.num_prompt_tokens = c.num_prompt_tokens;
+    out.num_cached_tokens = u.num_cached_tokens;
+    out.new_token_ids.assign(u.new_token_ids.begin(), u.new_token_ids.end());
+    const StepSample& s = samples[u.request_id];
+    if (c.params.logprobs && s.chosen) out.logprobs.push_back({*s.chosen, s.top});
+    if (c.first_output && c.params.prompt_logprobs) {
+      out.prompt_logprobs.push_back(std::nullopt);  // the first prompt token has none
+      for (const auto& [lp, top] : s.prompt_logprobs) out.prompt_logprobs.push_back(StepLogprobs{lp, top});
+    }
+    c.first_output = false;
+    bool done = finished.count(u.request_id) > 0;
+    core::RequestStatus status = done ? finished[u.request_id] : core::RequestStatus::kRunning;
+    if (u.stop_token_id) out.stop_reason = std::to_string(*u.stop_token_id);
+    if (c.detok) {
+      for (int32_t t : out.new_token_ids) c.text += c.detok->push(t);
+      if (done) c.text += c.detok->finish();
+      // Stop strings: search only where a match could newly end.
+      const size_t from = c.emitted;
+      for (const std::string& stop : c.params.stop) {
+        const size_t pos = c.text.find(stop, from);
+        if (pos == std::string::npos) continue;
+        c.text.resize(c.params.include_stop_str_in_output ? pos + stop.size() : pos);
+        out.stop_reason = stop;
+        if (!done) {
+          scheduler_.finish_request(u.request_id, core::RequestStatus::kFinishedStopped);
+          done = true;
+        }
+        status = core::RequestStatus::kFinishedStopped;
+        break;
+      }
+      emit_text(c, out, done);
+    }
+    if (done) {
+      out.finished = true;
+      out.finish_reason = core::finish_reason(status);
+      finish_child(u.request_id, status);
+    }
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+}  // namespace vllm

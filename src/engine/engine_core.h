@@ -1,0 +1,83 @@
+// EngineCore: one step = schedule -> run the model -> sample -> update; plus the output side
+// of each request (incremental detokenization, stop strings, n > 1 fan-out). Not thread-safe:
+// AsyncEngine drives it from its own thread.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/scheduler.h"
+#include "engine/model_runner.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vllm {
+
+struct EngineConfig {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 0;  // 0: the model's max_position_embeddings
+  int block_size = 16;
+  int64_t kv_cache_memory = int64_t(1) << 30;  // bytes for K/V of all layers
+  bool enable_prefix_caching = true;
+  bool priority_policy = false;  // else FCFS
+  uint64_t seed = 0;             // base seed for requests without their own
+};
+
+struct StepLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
+};
+
+// What one request produced in one step (deltas), for one of its n completions.
+struct RequestOutput {
+  std::string request_id;
+  int index = 0;  // completion index, 0..n-1
+  std::vector<int32_t> new_token_ids;
+  std::string text_delta;
+  std::vector<StepLogprobs> logprobs;         // one per new token, when asked
+  std::vector<std::optional<StepLogprobs>> prompt_logprobs;  // first output only, when asked
+  bool finished = false;
+  std::string finish_reason;                 // "stop", "length", "abort"
+  std::optional<std::string> stop_reason;    // the stop string, or the stop token id as text
+  int num_prompt_tokens = 0;
+  int num_cached_tokens = 0;
+};
+
+class EngineCore {
+ public:
+  EngineCore(const DecoderModel& model, const Tokenizer* tokenizer, EngineConfig config);
+  ~EngineCore();
+
+  // Queues a request; throws vllm::Error with a user-facing message for invalid input
+  // (duplicate id, empty or too long prompt, bad parameters).
+  void add_request(const std::string& id, std::vector<int32_t> prompt, SamplingParams params,
+                   int priority = 0);
+  // Finishes all completions of a request; their blocks return to the pool. False if unknown.
+  bool abort_request(const std::string& id);
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  core::SchedulerStats stats() const { return scheduler_.stats(); }
+  const core::KvCapacity& kv_capacity() const { return scheduler_.kv_capacity(); }
+  const EngineConfig& config() const { return config_; }
+  int max_model_len() const { return config_.max_model_len; }
+
+ private:
+  struct Completion;  // per child request: detokenizer and stop-string state
+
+  void emit_text(Completion& c, RequestOutput& out, bool final);
+  void finish_child(const std::string& child_id, core::RequestStatus status);
+
+  const DecoderModel& model_;
+  const Tokenizer* tokenizer_;
+  EngineConfig config_;
+  core::Scheduler scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unordered_map<std::string, std::unique_ptr<Completion>> children_;
+  std::unordered_map<std::string, std::vector<std::string>> parents_;  // id -> child ids
+  std::vector<RequestOutput> pending_;  // outputs produced outside step() (aborts)
+  uint64_t next_seed_ = 0;
+};
+
+}  // namespace vllm
