@@ -45,6 +45,9 @@ void unpack(Scope& scope, const std::vector<std::string>& targets, const Value& 
   for (size_t i = 0; i < targets.size(); ++i) scope.set(targets[i], parts[i]);
 }
 
+// Thrown while constant-folding a {{ }} expression that reads a variable or calls something.
+struct NotConstant {};
+
 }  // namespace
 
 Value* Scope::find_local(std::string_view name) {
@@ -86,7 +89,21 @@ Evaluator::Flow Evaluator::exec_node(const Node& n, std::string& out) {
   using NK = Node::Kind;
   switch (n.kind) {
     case NK::Text: out += n.text; break;
-    case NK::Output: out += eval(*n.expr).to_str(); break;
+    case NK::Output: {
+      // jinja2 first tries to evaluate a {{ }} expression at compile time (as_const); when
+      // that is impossible or raises, the run-time evaluation below decides.
+      std::optional<Value> v;
+      folding_output_ = true;
+      try {
+        v = eval(*n.expr);
+      } catch (const NotConstant&) {
+      } catch (const TemplateError&) {
+      }
+      folding_output_ = false;
+      if (!v) v = eval(*n.expr);
+      out += v->to_str();
+      break;
+    }
     case NK::If: return exec(eval(*n.expr).truthy() ? n.body : n.else_body, out);
     case NK::For: return exec_for(n, out);
     case NK::Set:
@@ -124,12 +141,9 @@ Evaluator::Flow Evaluator::exec_for(const Node& n, std::string& out) {
     }
     items = std::move(kept);
   }
-  if (items.empty()) {
-    auto scope = child_of(scope_);
-    ScopeGuard guard(scope_, scope);
-    exec(n.else_body, out);
-    return Flow::Normal;
-  }
+  // jinja2 runs the else block unless some iteration reached the end of the body: a loop
+  // whose every iteration hit break or continue runs it too.
+  bool completed_an_iteration = false;
   const auto length = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < length; ++i) {
     auto scope = child_of(scope_);
@@ -154,7 +168,14 @@ Evaluator::Flow Evaluator::exec_for(const Node& n, std::string& out) {
     scope->set("loop", Value(std::move(loop)));
     unpack(*scope, n.targets, items[i]);
     ScopeGuard guard(scope_, scope);
-    if (exec(n.body, out) == Flow::Break) break;
+    const Flow flow = exec(n.body, out);
+    if (flow == Flow::Break) break;
+    completed_an_iteration |= flow == Flow::Normal;
+  }
+  if (!completed_an_iteration && !n.else_body.empty()) {
+    auto scope = child_of(scope_);
+    ScopeGuard guard(scope_, scope);
+    return exec(n.else_body, out);  // break/continue here belong to the enclosing loop
   }
   return Flow::Normal;
 }
@@ -259,7 +280,13 @@ Value Evaluator::eval_item(const Expr& e) {
     Value start = part(0);
     Value stop = part(1);
     Value step = part(2);
-    return get_slice(obj, start, stop, step);
+    if (!folding_output_) return get_slice(obj, start, stop, step);
+    try {  // constant folding goes through jinja2's forgiving getitem
+      return get_slice(obj, start, stop, step);
+    } catch (const TemplateError&) {
+      return Value::undefined(obj.object_type_repr() + " has no element slice(" + start.repr() + ", " +
+                              stop.repr() + ", " + step.repr() + ")");
+    }
   }
   return get_item(obj, eval(key));
 }
@@ -285,7 +312,9 @@ Value Evaluator::eval(const Expr& e) {
   using EK = Expr::Kind;
   switch (e.kind) {
     case EK::Literal: return e.literal;
-    case EK::Name: return lookup(e.name);
+    case EK::Name:
+      if (folding_output_) throw NotConstant{};
+      return lookup(e.name);
     case EK::List:
     case EK::Tuple: {
       std::vector<Value> items;
@@ -309,11 +338,17 @@ Value Evaluator::eval(const Expr& e) {
     case EK::Item: return eval_item(e);
     case EK::Slice: raise("TypeError", "slice outside of a subscript");
     case EK::Call: {
+      if (folding_output_) throw NotConstant{};
       const Value callee = eval(*e.args[0]);
       CallArgs args = eval_args(e, 1);
       return call(callee, args);
     }
-    case EK::Filter: return eval_filter(e, eval(*e.args[0]));
+    case EK::Filter:
+      if (folding_output_ && (e.name == "map" || e.name == "select" || e.name == "reject" ||
+                              e.name == "selectattr" || e.name == "rejectattr")) {
+        throw NotConstant{};  // context filters are never folded
+      }
+      return eval_filter(e, eval(*e.args[0]));
     case EK::Test: {
       const Value v = eval(*e.args[0]);
       CallArgs args = eval_args(e, 1);

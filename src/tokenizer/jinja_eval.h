@@ -51,6 +51,7 @@ class Evaluator {
   std::shared_ptr<Scope> scope_;
   std::function<std::tm()> now_;
   int depth_ = 0;
+  bool folding_output_ = false;  // trying jinja2's compile-time evaluation of a {{ }}
 };
 
 // ---- operators and lookups (jinja_ops.cpp) ----

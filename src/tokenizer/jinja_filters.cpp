@@ -286,6 +286,9 @@ Value f_unique(Evaluator&, const Value& v, CallArgs& a) {
   std::vector<Value> out, seen;
   for (const auto& item : iterate(v)) {
     Value key = sort_key(item, p[1], p[0].truthy());
+    if (key.is_dict() || (key.is_list() && !key.is_tuple()) || key.is_namespace()) {
+      raise("TypeError", "unhashable type: '" + key.type_name() + "'");  // jinja2 keeps a set
+    }
     if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return py_equal(s, key); })) {
       seen.push_back(std::move(key));
       out.push_back(item);
@@ -365,6 +368,8 @@ Value f_indent(Evaluator&, const Value& v, CallArgs& a) {
   auto p = bind("indent", a, {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}});
   const std::string ind = p[0].is_string() ? p[0].str() : std::string(static_cast<size_t>(std::max<int64_t>(0, p[0].as_int())), ' ');
   if (v.is_undefined()) v.fail_undefined();  // jinja2 does `s += "\n"` first
+  if (v.is_plain_list() && !v.is_tuple()) raise("AttributeError", "'list' object has no attribute 'splitlines'");
+  if (v.is_tuple()) raise("TypeError", "can only concatenate tuple (not \"str\") to tuple");
   if (!v.is_string()) raise("TypeError", "unsupported operand type(s) for +=: '" + v.type_name() + "' and 'str'");
   const auto lines = text::splitlines(v.to_str() + "\n", false);
   std::string out;

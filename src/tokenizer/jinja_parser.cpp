@@ -483,7 +483,6 @@ class Parser {
       keys.push_back(parse_subscribed());
     }
     expect_op("]");
-    if (keys.empty()) unsupported("'empty subscript'", line);
     ExprPtr key;
     if (keys.size() == 1) {
       key = std::move(keys[0]);
