@@ -116,6 +116,14 @@ void BlockPool::free_blocks(std::span<const int> ordered_block_ids) {
   }
 }
 
+void BlockPool::uncache_block(int block_id) {
+  if (block_id == kNullBlockId) return;
+  VLLM_CHECK(block_id > 0 && block_id < num_blocks(), "block id ", block_id);
+  if (!blocks_[block_id].hash) return;
+  maybe_evict_cached_block(block_id);
+  --num_evicted_;  // not an eviction for the counters
+}
+
 bool BlockPool::reset_prefix_cache() {
   if (num_free_ != num_usable_blocks()) return false;
   for (Block& b : blocks_) {

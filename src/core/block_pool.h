@@ -55,6 +55,9 @@ class BlockPool {
   // in that order, so the first one given is the first evicted. Null blocks are skipped.
   void free_blocks(std::span<const int> ordered_block_ids);
 
+  // Forgets one block's cached hash (its KV will not be written after all).
+  void uncache_block(int block_id);
+
   // Drops every cached hash; refused (false) while any block is in use.
   bool reset_prefix_cache();
 

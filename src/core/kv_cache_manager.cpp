@@ -199,6 +199,17 @@ void KvCacheManager::cache_blocks(Request& request, int num_tokens) {
   }
 }
 
+void KvCacheManager::uncache_blocks(const Request& request, int num_tokens) {
+  auto it = req_to_blocks_.find(request.request_id());
+  if (it == req_to_blocks_.end()) return;
+  RequestBlocks& rb = it->second;
+  const int keep = num_tokens / config_.block_size;
+  for (int g = 0; g < num_groups(); ++g) {
+    for (int i = keep; i < rb.num_cached_blocks[g]; ++i) block_pool_.uncache_block(rb.blocks[g][i]);
+    rb.num_cached_blocks[g] = std::min(rb.num_cached_blocks[g], keep);
+  }
+}
+
 void KvCacheManager::free(const std::string& request_id) {
   auto it = req_to_blocks_.find(request_id);
   if (it == req_to_blocks_.end()) return;

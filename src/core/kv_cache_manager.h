@@ -45,6 +45,11 @@ class KvCacheManager {
   // Caches the full blocks among the first num_tokens tokens (allocate_slots does this).
   void cache_blocks(Request& request, int num_tokens);
 
+  // Forgets the cached hashes of the request's blocks past its first num_tokens tokens: blocks
+  // are cached when allocated, so when a scheduled step is dropped (the request is preempted
+  // in the step that scheduled it) their KV is never written and must not be hit.
+  void uncache_blocks(const Request& request, int num_tokens);
+
   // Returns the request's blocks to the pool, tail blocks first so they are evicted first.
   // Unknown ids (aborted before any allocation) are ignored.
   void free(const std::string& request_id);

@@ -105,6 +105,8 @@ void Scheduler::schedule_running(std::vector<Entry>& scheduled,
       if (e != scheduled.end()) {
         token_budget += e->num_new_tokens;
         scheduled.erase(e);
+        // Its blocks were cached as if this step ran; it will not.
+        kv_cache_manager_.uncache_blocks(*victim, victim->num_computed_tokens);
       }
       preempt(victim);
       preempted.push_back(victim);
@@ -159,7 +161,7 @@ SchedulerOutput Scheduler::schedule() {
   out.finished_req_ids = std::move(finished_req_ids_);
   finished_req_ids_.clear();
   for (Request* r : preempted) out.preempted_req_ids.push_back(r->request_id());
-  last_scheduled_ids_.clear();
+  in_flight_.clear();
   for (const Entry& e : scheduled) {
     Request& r = *e.request;
     ScheduledRequest s;
@@ -174,7 +176,7 @@ SchedulerOutput Scheduler::schedule() {
     r.num_computed_tokens += e.num_new_tokens;
     s.sample = r.num_computed_tokens == r.num_tokens();
     out.total_num_scheduled_tokens += e.num_new_tokens;
-    last_scheduled_ids_.push_back(r.request_id());
+    in_flight_.emplace_back(r.request_id(), s.num_computed_tokens);
     out.scheduled.push_back(std::move(s));
   }
   return out;
@@ -205,7 +207,10 @@ bool Scheduler::check_stop(Request& r) const {
 UpdateResult Scheduler::update_from_output(
     const std::unordered_map<std::string, std::vector<int>>& sampled_token_ids) {
   UpdateResult result;
-  for (const std::string& id : last_scheduled_ids_) {
+  const auto in_flight = std::move(in_flight_);
+  in_flight_.clear();
+  for (const auto& entry : in_flight) {
+    const std::string& id = entry.first;
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;  // aborted since schedule()
     Request* req = it->second.get();
@@ -230,12 +235,15 @@ UpdateResult Scheduler::update_from_output(
       finish(req, req->status);
     }
   }
-  last_scheduled_ids_.clear();
   return result;
 }
 
 void Scheduler::finish(Request* request, RequestStatus status) {
   const std::string id = request->request_id();  // outlives *request
+  // Finished between schedule() and update_from_output(): that step may never run, so the
+  // blocks cached for it must not be hit.
+  for (const auto& [fid, start] : in_flight_)
+    if (fid == id) kv_cache_manager_.uncache_blocks(*request, start);
   if (auto it = std::find(running_.begin(), running_.end(), request); it != running_.end())
     running_.erase(it);
   else

@@ -129,7 +129,9 @@ class Scheduler {
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   RequestQueue waiting_;
   std::vector<Request*> running_;  // in scheduling order
-  std::vector<std::string> last_scheduled_ids_;
+  // Requests of the last schedule() whose output is not processed yet, with the
+  // num_computed_tokens they had before that step.
+  std::vector<std::pair<std::string, int>> in_flight_;
   std::vector<std::string> finished_req_ids_;
   uint64_t next_arrival_seq_ = 0;
   int64_t num_preemptions_ = 0;

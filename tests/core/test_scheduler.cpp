@@ -279,6 +279,9 @@ TEST(Scheduler, AbortWaitingAndRunningRequestsReturnsEveryBlock) {
   EXPECT_TRUE(s.abort_request("b"));  // running, mid-step
   EXPECT_EQ(s.get_request("b"), nullptr);
   EXPECT_EQ(s.kv_cache_manager().block_pool().get_num_free_blocks(), 7);
+  // The step that would have written b's blocks 4 and 5 may not run: they are not cached.
+  EXPECT_FALSE(s.kv_cache_manager().block_pool().block_hash(4).has_value());
+  EXPECT_TRUE(s.kv_cache_manager().block_pool().block_hash(1).has_value());
   UpdateResult u = s.update_from_output({{"a", {7}}, {"b", {7}}});
   ASSERT_EQ(u.outputs.size(), 1u);
   EXPECT_EQ(u.outputs[0].request_id, "a");
@@ -427,4 +430,37 @@ TEST(Scheduler, RejectsBadRequestsAndTooSmallKvCache) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A request preempted in the step that scheduled it never computes that step's tokens, so the
+// blocks cached at allocation must not stay in the prefix cache.
+TEST(Scheduler, PreemptedInTheSameStepLeavesNoUncomputedBlocksCached) {
+  SchedulerConfig c = sched_config(256, 128);
+  c.policy = SchedulingPolicy::kPriority;
+  c.long_prefill_token_threshold = 32;
+  Scheduler s(c, kv_config(16, 9));  // 8 usable blocks
+  Request low = make("low", 100, 1, 5);
+  low.priority = 5;
+  s.add_request(std::move(low));
+  EXPECT_EQ(step(s).at("low").block_ids, (Tables{{1, 2}}));
+  Request high = make("high", 32, 2, 3);
+  high.priority = 0;
+  s.add_request(std::move(high));
+  Step s2 = step(s);
+  EXPECT_EQ(s2.at("low").block_ids, (Tables{{1, 2, 3, 4}}));
+  EXPECT_EQ(s2.at("high").block_ids, (Tables{{5, 6}}));
+  // Step 3: "low" takes blocks 7 and 8 for [64, 96), then "high" needs a block and preempts
+  // it. Block 8 goes to "high"; block 7 is free but must not keep low's hash.
+  Step s3 = step(s);
+  EXPECT_EQ(s3.out.preempted_req_ids, std::vector<std::string>{"low"});
+  EXPECT_EQ(s3.at("high").block_ids, (Tables{{5, 6, 8}}));
+  const BlockPool& pool = s.kv_cache_manager().block_pool();
+  EXPECT_FALSE(pool.block_hash(7).has_value());
+  EXPECT_TRUE(pool.block_hash(4).has_value());
+  step(s);  // "high" finishes
+  EXPECT_EQ(s.num_running(), 0);
+  Step s5 = step(s);
+  EXPECT_EQ(s5.at("low").kind, ScheduledKind::kResumed);
+  EXPECT_EQ(s5.at("low").num_computed_tokens, 64);
+  EXPECT_EQ(s5.at("low").block_ids, (Tables{{1, 2, 3, 4, 7, 8}}));
 }
