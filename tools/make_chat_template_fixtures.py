@@ -334,6 +334,9 @@ def construct_cases():
     case("Control", "{% for row in [[1, 2], [3]] %}{% set outer = loop %}{% for c in row %}{{ outer.index }}.{{ loop.index }}={{ c }} {% endfor %}{% endfor %}")
     case("Control", "{% for c in 'héllo' %}{{ c }}-{% endfor %}{% for x in undefined_thing %}never{% endfor %}")
     case("Control", "{% for x in [1, 2] %}{{ x }}{% for x in [3] %}{{ x }}{% endfor %}{{ x }}{% endfor %}")
+    # jinja2 runs for-else unless an iteration reached the end of its body
+    case("Control", "{% for x in [1, 2] %}{{ x }}{% break %}{% else %}E{% endfor %}|{% for x in [1, 2] %}{{ x }}{% continue %}{% else %}E{% endfor %}|{% for x in [1, 2] %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% else %}E{% endfor %}")
+    case("Control", "{% for o in [1, 2, 3] %}{% for i in [] %}{% else %}{% if o == 2 %}{% continue %}{% endif %}{% endfor %}{{ o }}{% endfor %}")
     # Scoping of set
     case("Scoping", "{% set x = 0 %}{% for i in [1, 2] %}{{ x }}{% set x = x + 1 %}{{ x }}{% endfor %}{{ x }}")
     case("Scoping", "{% for i in [1, 2] %}{% if i == 2 %}[{{ y }}]{% endif %}{% set y = i %}{% endfor %}[{{ y }}]")
@@ -454,6 +457,10 @@ def construct_cases():
     case("Errors", "{{ x is defined(1) }}", {"x": 1})
     case("Errors", "{{ true|last }}")
     case("Output", "{{ 'a%sb' % x }}|{{ '' % [1] }}|{{ 'x'|safe|list }}|{{ self.DEFAULT_SYSTEM_MESSAGE }}|")
+    # a constant {{ }} is evaluated at compile time, where slicing a non-sequence is undefined
+    case("Output", "{{ (1)[1:] }}|{{ {'a': 1}[1:] }}|{{ ('abc' if true else x)[1:] }}|{{ [1, 2][::-1][1:] }}")
+    case("Errors", "{% set v = (1)[1:] %}")
+    case("Errors", "{{ x[1:] }}", {"x": 1})
     return groups
 
 

@@ -64,6 +64,7 @@ const Case kOutput[] = {
     {R"J({{ "a\tb\n\x41\u00e9\\ \q" }}|{{ 'it\'s' }}|{{ 'a' 'b' "c" }})J", "", "a\tb\nAé\\ \\q|it's|abc", "", ""},
     {R"J({{ 1, 'a' }})J", "", "(1, 'a')", "", ""},
     {R"J({{ 'a%sb' % x }}|{{ '' % [1] }}|{{ 'x'|safe|list }}|{{ self.DEFAULT_SYSTEM_MESSAGE }}|)J", "", "ab||['x']||", "", ""},
+    {R"J({{ (1)[1:] }}|{{ {'a': 1}[1:] }}|{{ ('abc' if true else x)[1:] }}|{{ [1, 2][::-1][1:] }})J", "", "||bc|[1]", "", ""},
 };
 TEST(JinjaConstructs, Output) { run_cases(kOutput); }
 
@@ -138,6 +139,8 @@ const Case kControl[] = {
     {R"J({% for row in [[1, 2], [3]] %}{% set outer = loop %}{% for c in row %}{{ outer.index }}.{{ loop.index }}={{ c }} {% endfor %}{% endfor %})J", "", "1.1=1 1.2=2 2.1=3 ", "", ""},
     {R"J({% for c in 'héllo' %}{{ c }}-{% endfor %}{% for x in undefined_thing %}never{% endfor %})J", "", "h-é-l-l-o-", "", ""},
     {R"J({% for x in [1, 2] %}{{ x }}{% for x in [3] %}{{ x }}{% endfor %}{{ x }}{% endfor %})J", "", "131232", "", ""},
+    {R"J({% for x in [1, 2] %}{{ x }}{% break %}{% else %}E{% endfor %}|{% for x in [1, 2] %}{{ x }}{% continue %}{% else %}E{% endfor %}|{% for x in [1, 2] %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% else %}E{% endfor %})J", "", "1E|12E|2", "", ""},
+    {R"J({% for o in [1, 2, 3] %}{% for i in [] %}{% else %}{% if o == 2 %}{% continue %}{% endif %}{% endfor %}{{ o }}{% endfor %})J", "", "13", "", ""},
 };
 TEST(JinjaConstructs, Control) { run_cases(kControl); }
 
@@ -267,6 +270,8 @@ const Case kErrors[] = {
     {R"J({{ 'a b'.split(' ', 'x') }})J", "", "", "TypeError", "'str' object cannot be interpreted as an integer"},
     {R"J({{ x is defined(1) }})J", R"J({"x": 1})J", "", "TypeError", "test_defined() takes 1 positional argument but 2 were given"},
     {R"J({{ true|last }})J", "", "", "TypeError", "'bool' object is not reversible"},
+    {R"J({% set v = (1)[1:] %})J", "", "", "TypeError", "'int' object is not subscriptable"},
+    {R"J({{ x[1:] }})J", R"J({"x": 1})J", "", "TypeError", "'int' object is not subscriptable"},
 };
 TEST(JinjaConstructs, Errors) { run_cases(kErrors); }
 
