@@ -174,7 +174,8 @@ std::unique_ptr<PreTokenizer> make_byte_level(bool add_prefix_space, bool use_re
   return std::make_unique<ByteLevelPreTokenizer>(add_prefix_space, use_regex);
 }
 std::unique_ptr<PreTokenizer> make_digits(bool individual_digits) {
-  return make_regex_split(individual_digits ? R"(\p{N})" : R"(\p{N}+)", SplitBehavior::kIsolated);
+  return make_regex_split(individual_digits ? R"(\p{RustNumeric})" : R"(\p{RustNumeric}+)",
+                          SplitBehavior::kIsolated);
 }
 std::unique_ptr<PreTokenizer> make_sequence_pre_tokenizer(
     std::vector<std::unique_ptr<PreTokenizer>> parts) {

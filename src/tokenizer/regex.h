@@ -26,4 +26,9 @@ class Regex {
   void* code_ = nullptr;  // pcre2_code_8
 };
 
+// The pattern PCRE2 compiles: \\s, \\S and \\p{L|N|P|S|M} spelled out with tokenizers' Unicode sets
+// (Oniguruma's \\s is White_Space; its Unicode is newer than PCRE2's). \\p{RustNumeric} is Rust's
+// char::is_numeric, for Digits.
+std::string oniguruma_compatible(std::string_view pattern);
+
 }  // namespace vllm::tok

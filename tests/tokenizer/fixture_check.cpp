@@ -2,12 +2,16 @@
 // counted per check with the first examples kept for the failure message.
 #include "fixture_check.h"
 
+#include <filesystem>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "gguf_vocab_reader.h"
 #include "tokenizer/unicode.h"
 
 namespace vllm::testing {
@@ -68,6 +72,22 @@ std::string FixtureReport::summary(const std::string& name) const {
   for (const auto& [k, v] : mismatches) os << " " << k << "=" << v;
   for (const auto& e : examples) os << "\n  " << e;
   return os.str();
+}
+
+const Tokenizer* test_tokenizer(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  std::lock_guard lock(mu);
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second.get();
+  std::unique_ptr<Tokenizer> t;
+  if (name == "smollm2_gguf") {
+    if (std::filesystem::exists(kSmolGguf)) t = Tokenizer::from_gguf_vocab(GgufMetaReader(kSmolGguf).read_vocab());
+  } else {
+    const std::string dir = kSharedTokenizers + name;
+    if (std::filesystem::exists(dir + "/tokenizer.json")) t = Tokenizer::from_dir(dir);
+  }
+  return cache.emplace(name, std::move(t)).first->second.get();
 }
 
 const std::vector<std::string>& fixture_corpus() {

@@ -17,6 +17,12 @@ struct FixtureReport {
   std::string summary(const std::string& name) const;
 };
 
+// The tokenizers under test, loaded once per process: the shared HF folders by name
+// ("llama3", ...) and "smollm2_gguf". nullptr when the files are absent.
+const Tokenizer* test_tokenizer(const std::string& name);
+inline constexpr const char* kSharedTokenizers = "../shared/tokenizers/";
+inline constexpr const char* kSmolGguf = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
 // Corpus entries as raw bytes (some are invalid UTF-8).
 const std::vector<std::string>& fixture_corpus();
 

@@ -10,21 +10,18 @@
 #include <nlohmann/json.hpp>
 
 #include "fixture_check.h"
-#include "gguf_vocab_reader.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vllm {
 namespace {
 
-constexpr const char* kSharedDir = "../shared/tokenizers/";
-constexpr const char* kSmolGguf = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+using testing::kSharedTokenizers;
 
 class HfTokenizer : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfTokenizer, MatchesFixtures) {
-  const std::string dir = kSharedDir + GetParam();
-  if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << dir << " is absent";
-  const auto tok = Tokenizer::from_dir(dir);
+  const Tokenizer* tok = testing::test_tokenizer(GetParam());
+  if (!tok) GTEST_SKIP() << testing::kSharedTokenizers << GetParam() << " is absent";
   const auto report = testing::check_fixture(*tok, GetParam(), /*with_stream=*/true);
   std::cout << report.summary(GetParam()) << "\n";
   EXPECT_EQ(report.total(), 0u) << report.summary(GetParam());
@@ -41,7 +38,7 @@ std::string write_variant(const std::string& name, std::string& base) {
   std::getline(fx, line);
   const auto variant = nlohmann::json::parse(line).at("variant");
   base = variant.at("base").get<std::string>();
-  const std::string path = kSharedDir + base + "/tokenizer.json";
+  const std::string path = kSharedTokenizers + base + "/tokenizer.json";
   if (!std::filesystem::exists(path)) return "";
   std::ifstream in(path);
   nlohmann::json j = nlohmann::json::parse(in);
@@ -64,7 +61,7 @@ class VariantTokenizer : public ::testing::TestWithParam<std::string> {};
 TEST_P(VariantTokenizer, MatchesFixtures) {
   std::string base;
   const std::string path = write_variant(GetParam(), base);
-  if (path.empty()) GTEST_SKIP() << kSharedDir << base << " is absent";
+  if (path.empty()) GTEST_SKIP() << kSharedTokenizers << base << " is absent";
   const auto tok = Tokenizer::from_files(path, "");
   std::filesystem::remove(path);
   const auto report = testing::check_fixture(*tok, GetParam(), /*with_stream=*/true);
@@ -75,11 +72,8 @@ TEST_P(VariantTokenizer, MatchesFixtures) {
 INSTANTIATE_TEST_SUITE_P(Patched, VariantTokenizer, ::testing::Values("llama2_variant", "qwen3_variant"));
 
 TEST(GgufTokenizer, SmolLM2MatchesFixtures) {
-  if (!std::filesystem::exists(kSmolGguf)) GTEST_SKIP() << kSmolGguf << " is absent";
-  const GgufVocab v = testing::GgufMetaReader(kSmolGguf).read_vocab();
-  EXPECT_EQ(v.model, "gpt2");
-  EXPECT_EQ(v.pre, "smollm");
-  const auto tok = Tokenizer::from_gguf_vocab(v);
+  const Tokenizer* tok = testing::test_tokenizer("smollm2_gguf");
+  if (!tok) GTEST_SKIP() << testing::kSmolGguf << " is absent";
   EXPECT_EQ(tok->vocab_size(), 49152);
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_EQ(tok->eos_id(), 2);
