@@ -5,7 +5,7 @@
 namespace vllm::jinja {
 namespace {
 
-constexpr int kMaxDepth = 200;  // macro recursion limit, well inside the C++ stack
+constexpr int kMaxCallDepth = 200;  // macro recursion limit, well inside the C++ stack
 
 // Restores the evaluator's scope on exit, also when a render error unwinds.
 class ScopeGuard {
@@ -67,6 +67,12 @@ void Scope::set(const std::string& name, Value value) {
 
 Evaluator::Evaluator(std::shared_ptr<Scope> root, std::function<std::tm()> now)
     : scope_(std::move(root)), now_(std::move(now)) {}
+
+Evaluator::~Evaluator() {
+  for (const auto& weak : namespaces_) {
+    if (auto ns = weak.lock()) ns->attrs.items.clear();
+  }
+}
 
 void Evaluator::render(const Body& body, std::string& out) { exec(body, out); }
 
@@ -195,7 +201,7 @@ void Evaluator::exec_set(const Node& n, std::string& out) {
     if (!target.is_namespace()) {
       raise("TemplateRuntimeError", "cannot assign attribute on non-namespace object");
     }
-    target.ns().attrs.set(Value(n.attr), std::move(value));
+    target.ns().set(Value(n.attr), std::move(value));
     return;
   }
   unpack(*scope_, n.targets, value);
@@ -231,7 +237,7 @@ Value Evaluator::make_macro(const Node& n) {
                 : Value::undefined("parameter '" + macro->params[i] + "' was not provided");
       scope->set(macro->params[i], std::move(v));
     }
-    if (++ev.depth_ > kMaxDepth) {
+    if (++ev.depth_ > kMaxCallDepth) {
       --ev.depth_;
       raise("RecursionError", "maximum recursion depth exceeded");
     }

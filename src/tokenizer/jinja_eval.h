@@ -28,11 +28,17 @@ class Evaluator {
  public:
   // `root` holds the render context; its parent the globals. `now` backs strftime_now().
   Evaluator(std::shared_ptr<Scope> root, std::function<std::tm()> now);
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   void render(const Body& body, std::string& out);
   Value eval(const Expr& e);
   Value call(const Value& callee, CallArgs& args);
   std::tm now() const { return now_(); }
+  // Namespaces are the only mutable values, so only they can form reference cycles
+  // ({% set ns.me = ns %}); the evaluator empties them when the render ends.
+  void adopt(const std::shared_ptr<Namespace>& ns) { namespaces_.push_back(ns); }
 
  private:
   enum class Flow { Normal, Break, Continue };
@@ -50,6 +56,7 @@ class Evaluator {
 
   std::shared_ptr<Scope> scope_;
   std::function<std::tm()> now_;
+  std::vector<std::weak_ptr<Namespace>> namespaces_;
   int depth_ = 0;
   bool folding_output_ = false;  // trying jinja2's compile-time evaluation of a {{ }}
 };

@@ -276,7 +276,8 @@ Value list_method(const std::string& name, const Value& self, CallArgs& a) {
 }
 
 Value bind_method(const Value& self, const std::string& name, Value (*fn)(const std::string&, const Value&, CallArgs&)) {
-  return Value::function(name, [self, name, fn](Evaluator&, CallArgs& a) { return fn(name, self, a); });
+  return Value::function(name, [self, name, fn](Evaluator&, CallArgs& a) { return fn(name, self, a); },
+                         self.depth() + 1);
 }
 
 Value unsafe(const Value& self, const std::string& name) {
@@ -324,13 +325,14 @@ void add_globals(Scope& globals) {
     for (int64_t i = 0; i < n; ++i) out.emplace_back(start + i * step);
     return Value(std::move(out));
   }));
-  globals.set("namespace", Value::function("namespace", [](Evaluator&, CallArgs& a) {
+  globals.set("namespace", Value::function("namespace", [](Evaluator& ev, CallArgs& a) {
     auto ns = std::make_shared<Namespace>();
+    ev.adopt(ns);
     for (const auto& v : a.positional) {
       if (!v.is_dict()) raise("TypeError", "'" + v.type_name() + "' object is not a mapping");
-      for (const auto& [k, val] : v.dict().items) ns->attrs.set(k, val);
+      for (const auto& [k, val] : v.dict().items) ns->set(k, val);
     }
-    for (const auto& [k, v] : a.keyword) ns->attrs.set(Value(k), v);
+    for (const auto& [k, v] : a.keyword) ns->set(Value(k), v);
     return Value(std::move(ns));
   }));
   globals.set("dict", Value::function("dict", [](Evaluator&, CallArgs& a) {

@@ -8,6 +8,65 @@
 #include "tokenizer/jinja_strings.h"
 
 namespace vllm::jinja {
+namespace {
+
+// Nested data (from the request, or built by a template loop) is walked recursively; bound the
+// depth like Python's recursion limit instead of overflowing the C++ stack.
+thread_local int t_nesting = 0;
+constexpr int kMaxNesting = 500;
+
+class NestingGuard {
+ public:
+  NestingGuard() {
+    if (++t_nesting > kMaxNesting) {
+      --t_nesting;
+      raise("RecursionError", "maximum recursion depth exceeded");
+    }
+  }
+  ~NestingGuard() { --t_nesting; }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+};
+
+void check_depth(uint32_t depth) {
+  if (depth > kMaxDepth) raise("RecursionError", "maximum recursion depth exceeded");
+}
+
+}  // namespace
+
+const std::shared_ptr<const Undefined>& Value::no_hint() {
+  static const auto undefined = std::make_shared<const Undefined>();
+  return undefined;
+}
+
+Value::Value(Sequence seq) {
+  for (const auto& v : seq.items) seq.depth = std::max(seq.depth, v.depth() + 1);
+  check_depth(seq.depth);
+  data_ = std::make_shared<const Sequence>(std::move(seq));
+}
+
+Value::Value(Dict d) {
+  for (const auto& [k, v] : d.items) d.depth = std::max({d.depth, k.depth() + 1, v.depth() + 1});
+  check_depth(d.depth);
+  data_ = std::make_shared<const Dict>(std::move(d));
+}
+
+uint32_t Value::depth() const {
+  switch (type()) {
+    case Type::List: return list_data().depth;
+    case Type::Dict: return dict().depth;
+    case Type::Namespace: return ns().attrs.depth;
+    case Type::Callable: return callable().depth;
+    default: return 0;
+  }
+}
+
+void Namespace::set(Value key, Value value) {
+  const uint32_t depth = std::max(attrs.depth, value.depth() + 1);
+  check_depth(depth);
+  attrs.depth = depth;
+  attrs.set(std::move(key), std::move(value));
+}
 
 const Value* Dict::find(const Value& key) const {
   if (key.is_string()) return find(std::string_view(key.str()));
@@ -35,6 +94,7 @@ void Dict::set(Value key, Value value) {
 }
 
 Value Value::from_json(const nlohmann::ordered_json& j) {
+  NestingGuard guard;
   using J = nlohmann::ordered_json::value_t;
   switch (j.type()) {
     case J::object: {
@@ -190,6 +250,7 @@ std::string Value::to_str() const {
 }
 
 std::string Value::repr() const {
+  NestingGuard guard;
   switch (type()) {
     case Type::Undefined: return "Undefined";
     case Type::None: return "None";
@@ -226,6 +287,7 @@ std::string Value::repr() const {
 }
 
 bool py_equal(const Value& a, const Value& b) {
+  NestingGuard guard;
   using T = Value::Type;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
@@ -269,6 +331,7 @@ bool apply_op(const T& x, const T& y, std::string_view op) {
 }  // namespace
 
 bool py_compare(const Value& a, const Value& b, std::string_view op) {
+  NestingGuard guard;
   if (a.is_undefined()) a.fail_undefined();
   if (b.is_undefined()) b.fail_undefined();
   if (a.is_number() && b.is_number()) {
@@ -337,6 +400,7 @@ std::string json_key(const Value& k) {
 }
 
 void dump(const Value& v, const JsonOptions& o, int level, std::string& out) {
+  NestingGuard guard;
   using T = Value::Type;
   auto newline = [&](int lvl) {
     out.push_back('\n');

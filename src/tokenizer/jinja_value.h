@@ -29,12 +29,17 @@ struct Undefined {
 // index and count differently. Iterators are always truthy and are consumed by iteration.
 enum class SeqKind : uint8_t { List, Tuple, Items, Keys, Values, Generator, ReverseIterator };
 
+// Containers record their nesting depth so that construction, not a later recursive walk or
+// destructor, fails (RecursionError) when a template builds data deeper than kMaxDepth.
+inline constexpr uint32_t kMaxDepth = 500;
+
 struct Sequence {
   std::vector<Value> items;
   SeqKind kind = SeqKind::List;
   mutable size_t consumed = 0;  // iterators only: items already taken
   // Iterators only: the error a lazy jinja2 generator raises once it is consumed.
   std::shared_ptr<const Undefined> pending_error;
+  uint32_t depth = 1;
 };
 
 // Insertion-ordered dict; keys compare with Python equality (1 == 1.0 == True).
@@ -43,10 +48,12 @@ struct Dict {
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);
+  uint32_t depth = 1;
 };
 
 struct Namespace {
-  Dict attrs;
+  Dict attrs;  // its depth only grows: a conservative bound on what the namespace holds
+  void set(Value key, Value value);
 };
 
 // Keyword arguments keep call order; positional arguments come first.
@@ -58,13 +65,14 @@ struct CallArgs {
 struct Callable {
   std::string name;
   std::function<Value(Evaluator&, CallArgs&)> fn;
+  uint32_t depth = 1;  // bound methods hold their receiver
 };
 
 class Value {
  public:
   enum class Type : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Callable };
 
-  Value() : data_(std::make_shared<const Undefined>()) {}
+  Value() : data_(no_hint()) {}
   Value(std::nullptr_t) : data_(nullptr) {}
   Value(bool b) : data_(b) {}
   Value(int v) : data_(int64_t{v}) {}
@@ -74,10 +82,9 @@ class Value {
   Value(const char* s) : data_(std::string(s)) {}
   Value(std::vector<Value> items, bool is_tuple = false)
       : Value(std::move(items), is_tuple ? SeqKind::Tuple : SeqKind::List) {}
-  Value(std::vector<Value> items, SeqKind kind)
-      : data_(std::make_shared<const Sequence>(Sequence{std::move(items), kind, 0, nullptr})) {}
-  explicit Value(Sequence seq) : data_(std::make_shared<const Sequence>(std::move(seq))) {}
-  Value(Dict d) : data_(std::make_shared<const Dict>(std::move(d))) {}
+  Value(std::vector<Value> items, SeqKind kind) : Value(Sequence{std::move(items), kind, 0, nullptr, 1}) {}
+  explicit Value(Sequence seq);
+  Value(Dict d);
   Value(std::shared_ptr<Namespace> ns) : data_(std::move(ns)) {}
   Value(std::shared_ptr<const Callable> fn) : data_(std::move(fn)) {}
 
@@ -87,8 +94,9 @@ class Value {
     return v;
   }
   static Value from_json(const nlohmann::ordered_json& j);
-  static Value function(std::string name, std::function<Value(Evaluator&, CallArgs&)> fn) {
-    return Value(std::make_shared<const Callable>(Callable{std::move(name), std::move(fn)}));
+  static Value function(std::string name, std::function<Value(Evaluator&, CallArgs&)> fn,
+                        uint32_t depth = 1) {
+    return Value(std::make_shared<const Callable>(Callable{std::move(name), std::move(fn), depth}));
   }
 
   Type type() const { return static_cast<Type>(data_.index()); }
@@ -139,6 +147,7 @@ class Value {
   // Undefined values raise their UndefinedError, anything else a TypeError with `message`.
   [[noreturn]] void type_mismatch(const std::string& message) const;
 
+  uint32_t depth() const;  // 0 for scalars
   bool truthy() const;
   std::string type_name() const;          // Python's type(x).__name__: "str", "NoneType", ...
   std::string object_type_repr() const;   // jinja2's object_type_repr: "dict object", "None"
@@ -151,6 +160,8 @@ class Value {
                std::shared_ptr<const Callable>>
       data_;
   bool markup_ = false;
+
+  static const std::shared_ptr<const Undefined>& no_hint();
 };
 
 bool py_equal(const Value& a, const Value& b);
