@@ -327,6 +327,7 @@ def construct_cases():
     case("Control", "{% if x %}t{% else %}f{% endif %}{% if not x %}T{% endif %}", {"x": []})
     case("Control", "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }},{% endfor %}", {"xs": ["a", "b", "c"]})
     case("Control", "{% for x in xs %}[{{ loop.previtem }}|{{ loop.nextitem }}|{{ loop.cycle('odd', 'even') }}]{% endfor %}", {"xs": [1, 2, 3]})
+    case("Control", "{% for x in [1, 1, 2, 2, 1] %}{{ loop.changed(x) }}{{ loop.depth }}{{ loop.depth0 }} {% endfor %}")
     case("Control", "{% for x in [] %}body{% else %}empty{% endfor %}{% for x in [1] %}body{% else %}empty{% endfor %}")
     case("Control", "{% for x in range(10) if x is odd %}{{ x }}{{ loop.index }}{{ loop.last }} {% endfor %}")
     case("Control", "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{% for k in d %}{{ k }}{% endfor %}{% for a, b in [[1, 2], (3, 4)] %}{{ a + b }}{% endfor %}", {"d": {"z": 1, "a": 2}})

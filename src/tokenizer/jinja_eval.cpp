@@ -150,11 +150,12 @@ Evaluator::Flow Evaluator::exec_for(const Node& n, std::string& out) {
   // jinja2 runs the else block unless some iteration reached the end of the body: a loop
   // whose every iteration hit break or continue runs it too.
   bool completed_an_iteration = false;
+  auto last_changed = std::make_shared<std::optional<Value>>();  // loop.changed() state
   const auto length = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < length; ++i) {
     auto scope = child_of(scope_);
     Dict loop;
-    loop.items.reserve(13);
+    loop.items.reserve(14);
     auto put = [&](const char* key, Value v) { loop.items.emplace_back(Value(key), std::move(v)); };
     put("index", Value(i + 1));
     put("index0", Value(i));
@@ -170,6 +171,12 @@ Evaluator::Flow Evaluator::exec_for(const Node& n, std::string& out) {
     put("cycle", Value::function("cycle", [i](Evaluator&, CallArgs& a) {
           if (a.positional.empty()) raise("TypeError", "no items for cycling given");
           return a.positional[static_cast<size_t>(i) % a.positional.size()];
+        }));
+    put("changed", Value::function("changed", [last_changed](Evaluator&, CallArgs& a) {
+          Value args(a.positional, true);
+          if (*last_changed && py_equal(**last_changed, args)) return Value(false);
+          *last_changed = std::move(args);
+          return Value(true);
         }));
     scope->set("loop", Value(std::move(loop)));
     unpack(*scope, n.targets, items[i]);

@@ -197,8 +197,9 @@ NodePtr Parser::parse_macro(int line) {
     n->values.push_back(skip_op("=") ? parse_expression(true) : nullptr);
   }
   expect_block_end();
+  ++macro_depth_;
   parse_body(n->body, {"endmacro"});
-  if (cur().kind == TokenKind::Name) next();  // {% endmacro name %} is not jinja2, tolerate
+  --macro_depth_;
   expect_block_end();
   return n;
 }

@@ -106,6 +106,7 @@ class Parser {
   std::vector<Token> toks_;
   size_t pos_ = 0;
   int nesting_ = 0;
+  int macro_depth_ = 0;  // > 0 while parsing a macro body
 };
 
 }  // namespace vllm::jinja

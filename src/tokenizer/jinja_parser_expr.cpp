@@ -164,6 +164,9 @@ ExprPtr Parser::parse_primary() {
       else if (t.value == "false" || t.value == "False") e->literal = Value(false);
       else if (t.value == "none" || t.value == "None") e->literal = Value(nullptr);
       else e->kind = K::Name, e->name = t.value;
+      if (macro_depth_ && (t.value == "varargs" || t.value == "kwargs" || t.value == "caller")) {
+        unsupported("'" + t.value + "' in a macro", t.line);
+      }
       return e;
     }
     case TokenKind::String: {
@@ -301,6 +304,9 @@ void Parser::parse_call_args(Expr& e) {
 }
 
 ExprPtr Parser::parse_call(ExprPtr callee) {
+  if (callee->kind == K::Name && (callee->name == "cycler" || callee->name == "joiner" || callee->name == "lipsum")) {
+    unsupported("global '" + callee->name + "'", callee->line);
+  }
   auto e = make_expr(K::Call, cur().line);
   e->args.push_back(std::move(callee));
   parse_call_args(*e);

@@ -132,6 +132,7 @@ const Case kControl[] = {
     {R"J({% if x %}t{% else %}f{% endif %}{% if not x %}T{% endif %})J", R"J({"x": []})J", "fT", "", ""},
     {R"J({% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }},{% endfor %})J", R"J({"xs": ["a", "b", "c"]})J", "1032TrueFalse3,2121FalseFalse3,3210FalseTrue3,", "", ""},
     {R"J({% for x in xs %}[{{ loop.previtem }}|{{ loop.nextitem }}|{{ loop.cycle('odd', 'even') }}]{% endfor %})J", R"J({"xs": [1, 2, 3]})J", "[|2|odd][1|3|even][2||odd]", "", ""},
+    {R"J({% for x in [1, 1, 2, 2, 1] %}{{ loop.changed(x) }}{{ loop.depth }}{{ loop.depth0 }} {% endfor %})J", "", "True10 False10 True10 False10 True10 ", "", ""},
     {R"J({% for x in [] %}body{% else %}empty{% endfor %}{% for x in [1] %}body{% else %}empty{% endfor %})J", "", "emptybody", "", ""},
     {R"J({% for x in range(10) if x is odd %}{{ x }}{{ loop.index }}{{ loop.last }} {% endfor %})J", "", "11False 32False 53False 74False 95True ", "", ""},
     {R"J({% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{% for k in d %}{{ k }}{% endfor %}{% for a, b in [[1, 2], (3, 4)] %}{{ a + b }}{% endfor %})J", R"J({"d": {"z": 1, "a": 2}})J", "z=1;a=2;za37", "", ""},
@@ -321,8 +322,12 @@ TEST(JinjaConstructs, UnsupportedConstructNamesItselfAndLine) {
   expect_unsupported("a\n\n{% include 'x' %}", "unsupported construct tag 'include' at line 3");
   expect_unsupported("{% import 'x' as y %}", "unsupported construct tag 'import' at line 1");
   expect_unsupported("{% block body %}{% endblock %}", "unsupported construct tag 'block' at line 1");
-  expect_unsupported("{% macro m() %}{{ caller() }}{% endmacro %}\n{% call m() %}x{% endcall %}",
+  expect_unsupported("{% macro m() %}x{% endmacro %}\n{% call m() %}x{% endcall %}",
                      "unsupported construct tag 'call' at line 2");
+  expect_unsupported("{% macro m() %}\n{{ caller() }}{% endmacro %}", "unsupported construct 'caller' in a macro at line 2");
+  expect_unsupported("{% macro m() %}{{ varargs|length }}{% endmacro %}",
+                     "unsupported construct 'varargs' in a macro at line 1");
+  expect_unsupported("{% set j = joiner(', ') %}", "unsupported construct global 'joiner' at line 1");
   expect_unsupported("{% do x.append(1) %}", "unsupported construct tag 'do' at line 1");
   expect_unsupported("line\n{{ x | wordwrap(10) }}", "unsupported construct filter 'wordwrap' at line 2");
   expect_unsupported("{{ x|groupby('a') }}", "unsupported construct filter 'groupby' at line 1");
@@ -345,6 +350,26 @@ TEST(JinjaConstructs, ParsedTemplateIsReusable) {
   EXPECT_EQ(t.render({{"messages", {1, 2}}}), "1,2,");
   EXPECT_EQ(t.render({{"messages", {"a"}}}), "a,");
   EXPECT_EQ(t.source(), "{% for m in messages %}{{ m }},{% endfor %}");
+}
+
+TEST(JinjaConstructs, HostileNestingFailsCleanly) {
+  expect_unsupported("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}",
+                     "unsupported construct 'nesting deeper than 200 levels' at line 1");
+  std::string nested_ifs;
+  for (int i = 0; i < 300; ++i) nested_ifs = "{% if true %}" + nested_ifs + "{% endif %}";
+  expect_unsupported(nested_ifs, "unsupported construct 'nesting deeper than 200 levels' at line 1");
+  for (const char* build : {"{% set ns.x = [ns.x] %}", "{% set ns.x = {'k': ns.x} %}",
+                            "{% set ns.x = namespace(c=ns.x) %}", "{% set ns.x = [ns.x.index] %}"}) {
+    SCOPED_TRACE(build);
+    try {
+      render(std::string("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}") + build + "{% endfor %}");
+      ADD_FAILURE() << "expected RecursionError";
+    } catch (const TemplateError& e) {
+      EXPECT_EQ(e.kind(), "RecursionError");
+    }
+  }
+  // A namespace holding itself is a reference cycle; the render still ends and frees it.
+  EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns.me.me.a }}"), "1");
 }
 
 TEST(JinjaConstructs, DeepMacroRecursionIsAnErrorNotACrash) {
