@@ -7,7 +7,13 @@ namespace vllm {
 
 ChatTemplate ChatTemplate::parse(std::string source) {
   ChatTemplate t;
-  t.tmpl_ = jinja::parse_template(source);
+  try {
+    t.tmpl_ = jinja::parse_template(source);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // keep the one-exception-type contract at this boundary
+    throw Error(std::string("chat template parse failed: ") + e.what());
+  }
   t.source_ = std::move(source);
   return t;
 }
@@ -28,9 +34,15 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context, const Cl
   auto root = std::make_shared<jinja::Scope>();
   root->parent = globals;
   for (const auto& [key, value] : context.items()) root->set(key, jinja::Value::from_json(value));
-  jinja::Evaluator ev(root, clock);
   std::string out;
-  ev.render(tmpl_->body, out);
+  try {
+    jinja::Evaluator ev(root, clock);
+    ev.render(tmpl_->body, out);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // an interpreter bug must not escape as a foreign type
+    throw TemplateError("InternalError", e.what());
+  }
   return out;
 }
 

@@ -26,7 +26,8 @@ Value attr_path(const Value& item, const Value& attribute) {
   Value v = item;
   for (const auto& part : text::split(attribute.str(), std::string("."), -1, false)) {
     const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    v = get_item(v, digits ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
+    // strtoll saturates instead of throwing; a huge index is simply out of range.
+    v = get_item(v, digits ? Value(static_cast<int64_t>(std::strtoll(part.c_str(), nullptr, 10))) : Value(part));
   }
   return v;
 }

@@ -107,7 +107,7 @@ Value str_format(const Value& self, CallArgs& a) {
     if (const size_t c = field.find('!'); c != std::string::npos) conv = field.substr(c + 1), field.resize(c);
     Value v;
     if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
-      const size_t idx = field.empty() ? auto_index++ : std::stoul(field);
+      const size_t idx = field.empty() ? auto_index++ : std::strtoull(field.c_str(), nullptr, 10);
       if (idx >= a.positional.size()) raise("IndexError", "Replacement index " + std::to_string(idx) + " out of range for positional args tuple");
       v = a.positional[idx];
     } else {

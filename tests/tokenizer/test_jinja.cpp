@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tokenizer/chat_template.h"
 
@@ -370,6 +372,24 @@ TEST(JinjaConstructs, HostileNestingFailsCleanly) {
   }
   // A namespace holding itself is a reference cycle; the render still ends and frees it.
   EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns.me.me.a }}"), "1");
+}
+
+TEST(JinjaConstructs, ConcurrentRendersShareOneParsedTemplate) {
+  const ChatTemplate t = ChatTemplate::parse(
+      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + m|length %}"
+      "{{ m|upper }}{% endfor %}={{ ns.n }}");
+  std::vector<std::thread> threads;
+  std::vector<std::string> outputs(4);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      nlohmann::ordered_json ctx = {{"messages", {std::string(i + 1, 'a'), "bc"}}};
+      for (int k = 0; k < 200; ++k) outputs[i] = t.render(ctx);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    EXPECT_EQ(outputs[i], std::string(i + 1, 'A') + "BC=" + std::to_string(i + 3));
+  }
 }
 
 TEST(JinjaConstructs, DeepMacroRecursionIsAnErrorNotACrash) {
