@@ -43,7 +43,8 @@ struct GenerateArgs {
   bool no_prefix_caching = false;
 };
 
-// "4GiB", "512MiB", "1e9" or plain bytes.
+}  // namespace
+
 int64_t parse_bytes(const std::string& s) {
   size_t used = 0;
   double v = 0;
@@ -64,6 +65,8 @@ int64_t parse_bytes(const std::string& s) {
   if (!(v > 0)) throw Error("--kv-cache-memory must be positive");
   return static_cast<int64_t>(v * mult);
 }
+
+namespace {
 
 int run_generate(const GenerateArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);

@@ -1,0 +1,110 @@
+// `vllm-cpp serve [MODEL]`: the OpenAI-compatible server, with vLLM's flags where they apply
+// to this engine (CPU-only flags are accepted and explained, unsupported values refused).
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "model/load.h"
+#include "runtime/thread_pool.h"
+#include "server/http_server.h"
+#include "server/log.h"
+#include "util/check.h"
+
+namespace vllm::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model, model_flag;
+  server::ServerConfig config;
+  std::vector<std::string> served_model_names;
+  std::string kv_cache_memory, chat_template, dtype = "auto", log_level = "info";
+  double gpu_memory_utilization = -1;
+  int tensor_parallel_size = 1;
+  int threads = 0;
+  int64_t seed = 0;
+  bool enable_prefix_caching = false, no_prefix_caching = false;
+};
+
+// vLLM's --chat-template takes a file path or the template text itself.
+std::string read_chat_template(const std::string& arg) {
+  std::ifstream f(arg, std::ios::binary);
+  if (f) {
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  if (arg.find("{{") != std::string::npos || arg.find("{%") != std::string::npos) return arg;
+  throw Error("--chat-template: cannot read " + arg);
+}
+
+int run_serve(ServeArgs& a) {
+  server::set_log_level(a.log_level);
+  if (a.dtype != "auto")
+    throw Error("--dtype " + a.dtype + " is not supported on CPU yet (use auto: the checkpoint's "
+                "own types, f32 activations)");
+  if (a.tensor_parallel_size != 1)
+    throw Error("--tensor-parallel-size " + std::to_string(a.tensor_parallel_size) +
+                ": only 1 is supported (tensor parallelism needs the CUDA backend)");
+  if (!a.model.empty() && !a.model_flag.empty() && a.model != a.model_flag)
+    throw Error("the model is given twice: " + a.model + " and --model " + a.model_flag);
+  if (a.model.empty()) a.model = a.model_flag;
+  if (a.threads > 0) set_num_threads(a.threads);
+  server::ServerConfig& c = a.config;
+  c.model_path = a.model.empty() ? default_model_path() : a.model;
+  c.served_model_names = a.served_model_names;
+  if (c.served_model_names.empty())
+    c.served_model_names = {a.model.empty() ? "HuggingFaceTB/SmolLM2-135M-Instruct" : a.model};
+  if (!a.kv_cache_memory.empty()) c.engine.kv_cache_memory = parse_bytes(a.kv_cache_memory);
+  if (a.gpu_memory_utilization >= 0)
+    server::log_warning("--gpu-memory-utilization does not apply on CPU; the KV cache takes "
+                        "--kv-cache-memory (" + std::to_string(c.engine.kv_cache_memory >> 20) +
+                        " MiB)");
+  c.engine.enable_prefix_caching = !a.no_prefix_caching;
+  c.engine.seed = static_cast<uint64_t>(a.seed);
+  if (!a.chat_template.empty()) c.chat_template = read_chat_template(a.chat_template);
+  return server::run_server(c);
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  server::ServerConfig& c = a->config;
+  CLI::App* cmd = app.add_subcommand("serve", "Start the OpenAI-compatible API server");
+  cmd->add_option("model", a->model, "A .gguf file or a Hugging Face model directory "
+                                     "(default: the embedded SmolLM2-135M-Instruct)");
+  cmd->add_option("--model", a->model_flag, "Same as the positional MODEL");
+  cmd->add_option("--host", c.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", c.port, "Port to listen on")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--served-model-name", a->served_model_names,
+                  "Model name(s) clients use (default: MODEL)");
+  cmd->add_option("--api-key", c.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--chat-template", a->chat_template, "Chat template file (or template text)");
+  cmd->add_option("--max-model-len", c.engine.max_model_len,
+                  "Prompt + output tokens per request (default: the model's)")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--max-num-seqs", c.engine.max_num_seqs, "Requests running at once")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", c.engine.max_num_batched_tokens, "Token budget of one step")
+      ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  cmd->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache budget, e.g. 2GiB (default 1GiB)");
+  cmd->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
+                  "Accepted for vLLM compatibility; does not apply on CPU")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--block-size", c.engine.block_size)->check(CLI::IsMember({8, 16, 32, 64, 128}))
+      ->capture_default_str();
+  cmd->add_flag("--enable-prefix-caching", a->enable_prefix_caching, "On by default");
+  cmd->add_flag("--no-enable-prefix-caching", a->no_prefix_caching, "Turn prefix caching off");
+  cmd->add_option("--seed", a->seed, "Base seed for requests without their own")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "Only 'auto' on CPU")->capture_default_str();
+  cmd->add_option("--tensor-parallel-size", a->tensor_parallel_size, "Only 1 for now");
+  cmd->add_option("--log-level", a->log_level, "debug, info, warning, error, critical")->capture_default_str();
+  cmd->add_option("--threads,-t", a->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--drain-timeout", c.drain_timeout_s,
+                  "Seconds in-flight requests get after SIGTERM before they are aborted")
+      ->check(CLI::Range(0, 3600))->capture_default_str();
+  cmd->add_option("--max-request-body-bytes", c.max_body_bytes, "Larger bodies get 413")
+      ->check(CLI::Range(1024.0, 1e10))->capture_default_str();
+  cmd->callback([a] { std::exit(run_guarded([&] { return run_serve(*a); })); });
+}
+
+}  // namespace vllm::cli

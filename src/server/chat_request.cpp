@@ -1,0 +1,164 @@
+// /v1/chat/completions bodies: messages normalized as vLLM does (text parts joined, tool-call
+// arguments parsed), rendered with the chat template, encoded without extra special tokens.
+#include <optional>
+
+#include "server/api_error.h"
+#include "server/protocol.h"
+#include "server/protocol_detail.h"
+#include "server/serving.h"
+
+namespace vllm::server {
+namespace {
+
+std::string content_text(const ojson& content, size_t i) {
+  const std::string where = "messages[" + std::to_string(i) + "].content";
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) throw bad_request("'" + where + "' must be a string or a list of parts", "messages");
+  std::string text;
+  for (size_t k = 0; k < content.size(); ++k) {
+    const ojson& part = content[k];
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      throw bad_request("'" + where + "' parts must be objects with a 'type'", "messages");
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text" && type != "input_text")
+      throw bad_request("content part type '" + type + "' is not supported", "messages");
+    if (!part.contains("text") || !part["text"].is_string())
+      throw bad_request("'" + where + "' text parts need a string 'text'", "messages");
+    if (k) text += "\n";
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+ojson normalize_messages(const ojson& body) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) throw bad_request("'messages' is required", "messages");
+  if (!it->is_array() || it->empty())
+    throw bad_request("'messages' must be a non-empty list", "messages");
+  ojson out = ojson::array();
+  for (size_t i = 0; i < it->size(); ++i) {
+    const ojson& m = (*it)[i];
+    if (!m.is_object()) throw bad_request("messages[" + std::to_string(i) + "] must be an object", "messages");
+    if (!m.contains("role") || !m["role"].is_string())
+      throw bad_request("messages[" + std::to_string(i) + "] needs a string 'role'", "messages");
+    ojson msg = m;
+    if (m.contains("content") && !m["content"].is_null()) msg["content"] = content_text(m["content"], i);
+    // Templates index tool-call arguments as a mapping, as vLLM prepares them.
+    if (auto tc = msg.find("tool_calls"); tc != msg.end() && tc->is_array()) {
+      for (auto& call : *tc) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+        auto& fn = call["function"];
+        if (fn.contains("arguments") && fn["arguments"].is_string()) {
+          try {
+            ojson args = parse_body(fn["arguments"].get<std::string>());
+            if (args.is_object()) fn["arguments"] = std::move(args);
+          } catch (const ApiError&) {
+          }
+        }
+      }
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_chat(const ojson& body, const ServingContext& ctx) {
+  ojson messages = normalize_messages(body);
+  const bool continue_final = get_bool(body, "continue_final_message").value_or(false);
+  const bool add_generation = get_bool(body, "add_generation_prompt").value_or(!continue_final);
+  if (continue_final && add_generation)
+    throw bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+                      "continue_final_message");
+  std::optional<ChatTemplate> request_template;
+  if (auto src = get_string(body, "chat_template")) {
+    try {
+      request_template = ChatTemplate::parse(*src);
+    } catch (const Error& e) {
+      throw bad_request(std::string("invalid chat_template: ") + e.what(), "chat_template");
+    }
+  }
+  const ChatTemplate* tmpl = request_template ? &*request_template
+                             : ctx.chat_template ? &*ctx.chat_template : nullptr;
+  if (!tmpl)
+    throw bad_request("this model has no chat template; start the server with --chat-template "
+                      "or pass 'chat_template' in the request");
+  ojson context = ojson::object();
+  context["messages"] = messages;
+  context["tools"] = nullptr;
+  if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
+    if (!tools->is_array()) throw bad_request("'tools' must be a list", "tools");
+    context["tools"] = *tools;
+  }
+  context["documents"] = body.contains("documents") ? body["documents"] : ojson(nullptr);
+  context["add_generation_prompt"] = add_generation;
+  context["bos_token"] = ctx.tokenizer->bos_token();
+  context["eos_token"] = ctx.tokenizer->eos_token();
+  if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
+    if (!kw->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    for (const auto& [k, v] : kw->items())
+      if (k != "messages") context[k] = v;
+  }
+  std::string text;
+  try {
+    text = tmpl->render(context);
+  } catch (const TemplateError& e) {
+    throw bad_request(std::string("chat template error: ") + e.what(), "messages");
+  } catch (const Error& e) {
+    throw bad_request(std::string("chat template error: ") + e.what(), "messages");
+  }
+  if (continue_final) {
+    // Cut after the final message's content so the model continues it (vLLM's rule).
+    const ojson& last = messages.back();
+    if (last.contains("content") && last["content"].is_string()) {
+      const std::string content = last["content"].get<std::string>();
+      const size_t pos = content.empty() ? std::string::npos : text.rfind(content);
+      if (pos != std::string::npos) text.resize(pos + content.size());
+    }
+  }
+  return text;
+}
+
+ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx) {
+  detail::require_object(body);
+  detail::reject_unsupported(body);
+  ChatRequest r;
+  r.model = ctx.resolve_model(get_string(body, "model").value_or(""));
+  r.stream = detail::stream_options(body);
+  r.priority = static_cast<int>(get_int(body, "priority").value_or(0));
+  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
+    if (!(tc->is_string() && (*tc == "none" || *tc == "auto")))
+      throw bad_request("tool_choice other than 'none' or 'auto' is not supported", "tool_choice");
+  }
+  r.params = detail::sampling_params(
+      body, ctx, {"messages", "tools", "max_tokens", "max_completion_tokens", "logprobs",
+                  "top_logprobs", "stream", "stream_options", "model", "chat_template",
+                  "chat_template_kwargs", "documents", "tool_choice"});
+  r.logprobs = get_bool(body, "logprobs").value_or(false);
+  if (auto top = get_int(body, "top_logprobs")) {
+    if (*top < 0 || *top > 20) throw bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
+    if (!r.logprobs && *top > 0)
+      throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
+    r.top_logprobs = static_cast<int>(*top);
+  }
+  if (r.logprobs) r.params.logprobs = r.top_logprobs;
+  if (r.stream.stream && r.params.prompt_logprobs)
+    throw bad_request("'prompt_logprobs' is not available when streaming", "prompt_logprobs");
+  r.prompt.text = render_chat(body, ctx);
+  r.prompt.ids = ctx.tokenizer->encode(r.prompt.text,
+                                       get_bool(body, "add_special_tokens").value_or(false));
+  if (r.prompt.ids.empty()) throw bad_request("the rendered conversation is empty", "messages");
+  auto max_tokens = get_int(body, "max_completion_tokens");
+  const char* field = "max_completion_tokens";
+  if (!max_tokens) {
+    max_tokens = get_int(body, "max_tokens");
+    field = "max_tokens";
+  }
+  r.prompt.max_tokens = detail::resolve_max_tokens(max_tokens, r.prompt.ids.size(),
+                                                   ctx.max_model_len, field, "messages");
+  r.params.max_tokens = r.prompt.max_tokens;
+  return r;
+}
+
+}  // namespace vllm::server

@@ -1,0 +1,150 @@
+// POST /v1/completions: text or token-id prompts (one or many), n choices each, echo,
+// completions-format logprobs, streaming or not.
+#include <httplib.h>
+
+#include "server/api_error.h"
+#include "server/responses.h"
+#include "server/routes.h"
+#include "server/serving.h"
+#include "server/sse.h"
+
+namespace vllm::server {
+namespace {
+
+struct Choice {
+  bool started = false;
+  std::string text;
+  int64_t num_tokens = 0;
+  std::optional<CompletionLogprobs> logprobs;
+  ojson prompt_logprobs = nullptr;
+  ojson finish_reason = nullptr;
+  ojson stop_reason = nullptr;
+};
+
+// Applies one output to its choice; returns the text and logprobs it added.
+class CompletionAssembler {
+ public:
+  CompletionAssembler(const ServingContext& ctx, const CompletionRequest& r)
+      : ctx_(ctx), r_(r), choices_(r.prompts.size() * r.params.n) {}
+
+  Choice& choice(const TaggedOutput& o) { return choices_.at(o.prompt_index * r_.params.n + o.out.index); }
+  int index(const TaggedOutput& o) const { return o.prompt_index * r_.params.n + o.out.index; }
+
+  std::string apply(const TaggedOutput& o) {
+    Choice& c = choice(o);
+    const Prompt& prompt = r_.prompts.at(o.prompt_index);
+    std::string added;
+    if (!c.started) {
+      c.started = true;
+      if (r_.logprobs) c.logprobs.emplace(*ctx_.tokenizer);
+      if (r_.echo) {
+        added = prompt.text;
+        if (c.logprobs)
+          for (size_t k = 0; k < prompt.ids.size(); ++k)
+            c.logprobs->add_prompt(prompt.ids[k],
+                                   k < o.out.prompt_logprobs.size() ? o.out.prompt_logprobs[k]
+                                                                    : std::nullopt,
+                                   *r_.logprobs);
+      }
+      if (!o.out.prompt_logprobs.empty())
+        c.prompt_logprobs = prompt_logprobs_json(o.out.prompt_logprobs, *ctx_.tokenizer);
+    }
+    if (!r_.discard_output) {
+      added += o.out.text_delta;
+      c.num_tokens += static_cast<int64_t>(o.out.new_token_ids.size());
+      if (c.logprobs)
+        for (const StepLogprobs& lp : o.out.logprobs) c.logprobs->add(lp, *r_.logprobs);
+    }
+    c.text += added;
+    if (o.out.finished) {
+      c.finish_reason = o.out.finish_reason;
+      c.stop_reason = stop_reason_json(o.out, r_.params);
+    }
+    return added;
+  }
+
+  Usage usage() const {
+    Usage u;
+    for (const Prompt& p : r_.prompts) u.prompt_tokens += static_cast<int64_t>(p.ids.size());
+    for (const Choice& c : choices_) u.completion_tokens += c.num_tokens;
+    return u;
+  }
+  std::vector<Choice>& choices() { return choices_; }
+
+ private:
+  const ServingContext& ctx_;
+  const CompletionRequest& r_;
+  std::vector<Choice> choices_;
+};
+
+ojson envelope(const std::string& id, int64_t created, const std::string& model) {
+  return {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model}};
+}
+
+class CompletionEvents : public EventFormatter {
+ public:
+  CompletionEvents(const ServingContext& ctx, CompletionRequest r, std::string id)
+      : r_(std::move(r)), asm_(ctx, r_), id_(std::move(id)), created_(unix_time()) {}
+
+  void output(const TaggedOutput& o, std::vector<std::string>& events) override {
+    const std::string text = asm_.apply(o);
+    Choice& c = asm_.choice(o);
+    ojson lp = nullptr;
+    if (c.logprobs && !c.logprobs->empty()) lp = c.logprobs->take();
+    if (text.empty() && lp.is_null() && !o.out.finished) return;
+    ojson choice = {{"index", asm_.index(o)},
+                    {"text", text},
+                    {"logprobs", std::move(lp)},
+                    {"finish_reason", c.finish_reason},
+                    {"stop_reason", c.stop_reason}};
+    ojson chunk = envelope(id_, created_, r_.model);
+    chunk["choices"] = ojson::array({std::move(choice)});
+    if (r_.stream.include_usage && r_.stream.continuous_usage_stats)
+      chunk["usage"] = asm_.usage().to_json();
+    events.push_back(chunk.dump());
+  }
+
+  void finish(std::vector<std::string>& events) override {
+    if (!r_.stream.include_usage) return;
+    ojson chunk = envelope(id_, created_, r_.model);
+    chunk["choices"] = ojson::array();
+    chunk["usage"] = asm_.usage().to_json();
+    events.push_back(chunk.dump());
+  }
+
+ private:
+  CompletionRequest r_;
+  CompletionAssembler asm_;
+  std::string id_;
+  int64_t created_;
+};
+
+}  // namespace
+
+void handle_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  CompletionRequest r = parse_completion_request(parse_body(req.body), ctx);
+  const std::string id = ctx.new_request_id("cmpl-");
+  auto gen = start_generation(ctx, id, r.prompts, r.params, r.priority);
+  if (r.stream.stream) {
+    stream_events(res, gen, std::make_shared<CompletionEvents>(ctx, std::move(r), id));
+    return;
+  }
+  CompletionAssembler assembler(ctx, r);
+  while (!gen->done())
+    for (const TaggedOutput& o : gen->next(std::chrono::milliseconds(1000))) assembler.apply(o);
+  ojson body = envelope(id, unix_time(), r.model);
+  ojson choices = ojson::array();
+  int index = 0;
+  for (Choice& c : assembler.choices())
+    choices.push_back({{"index", index++},
+                       {"text", c.text},
+                       {"logprobs", c.logprobs ? c.logprobs->take() : ojson(nullptr)},
+                       {"finish_reason", c.finish_reason},
+                       {"stop_reason", c.stop_reason},
+                       {"prompt_logprobs", c.prompt_logprobs}});
+  body["choices"] = std::move(choices);
+  body["usage"] = assembler.usage().to_json();
+  set_json(res, body);
+}
+
+}  // namespace vllm::server

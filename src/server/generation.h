@@ -1,0 +1,50 @@
+// One HTTP request's engine requests (one per prompt, each with n completions) and the queue
+// their outputs arrive on from the engine thread. Destroying a Generation aborts whatever is
+// unfinished, so a client that goes away frees its KV blocks.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine_core.h"
+
+namespace vllm::server {
+
+struct ServingContext;
+
+struct TaggedOutput {
+  int prompt_index = 0;
+  RequestOutput out;
+};
+
+class Generation {
+ public:
+  Generation(ServingContext& ctx, std::string base_id);
+  ~Generation();
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // Queues one prompt (its prompt_index is the number of earlier add() calls). Throws
+  // vllm::Error, as the engine does, for invalid input.
+  void add(std::vector<int32_t> prompt, const SamplingParams& params, int priority);
+  // The outputs that arrived, waiting up to `timeout` for at least one; empty on timeout.
+  // Aborts everything when the server's drain timeout has passed.
+  std::vector<TaggedOutput> next(std::chrono::milliseconds timeout);
+  // Every completion has delivered its finished output and next() has returned it.
+  bool done() const { return consumed_finished_ == total_completions_; }
+  void abort();
+  const std::string& id() const { return base_id_; }
+
+ private:
+  struct Shared;  // queue and timing state, shared with the engine callbacks
+  ServingContext& ctx_;
+  std::string base_id_;
+  std::shared_ptr<Shared> shared_;
+  std::vector<std::string> engine_ids_;
+  int total_completions_ = 0;
+  int consumed_finished_ = 0;
+  bool aborted_ = false;
+};
+
+}  // namespace vllm::server

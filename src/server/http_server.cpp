@@ -1,0 +1,220 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "model/load.h"
+#include "server/api_error.h"
+#include "server/log.h"
+#include "server/routes.h"
+
+namespace vllm::server {
+namespace {
+
+using Handler = void (*)(ServingContext&, const httplib::Request&, httplib::Response&);
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "";
+  }
+}
+
+bool authorized(const ServingContext& ctx, const httplib::Request& req) {
+  if (ctx.config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return true;
+  return req.get_header_value("Authorization") == "Bearer " + ctx.config.api_key;
+}
+
+// The one error boundary: every failure of a handler becomes OpenAI-style error JSON.
+httplib::Server::Handler wrap(ServingContext& ctx, Handler h, bool refuse_while_draining) {
+  return [&ctx, h, refuse_while_draining](const httplib::Request& req, httplib::Response& res) {
+    try {
+      if (!authorized(ctx, req)) throw ApiError(401, "Unauthorized");
+      if (refuse_while_draining && ctx.draining)
+        throw ApiError(503, "The server is shutting down.");
+      h(ctx, req, res);
+    } catch (const ApiError& e) {
+      set_json(res, error_json(e.status(), e.what(), e.param()), e.status());
+    } catch (const nlohmann::json::exception& e) {
+      set_json(res, error_json(400, std::string("invalid request: ") + e.what()), 400);
+    } catch (const std::exception& e) {
+      log_error(std::string("internal error on ") + req.path + ": " + e.what());
+      set_json(res, error_json(500, std::string("internal server error: ") + e.what()), 500);
+    }
+  };
+}
+
+void add_routes(httplib::Server& svr, ServingContext& ctx) {
+  svr.Post("/v1/completions", wrap(ctx, handle_completions, true));
+  svr.Post("/v1/chat/completions", wrap(ctx, handle_chat_completions, true));
+  svr.Post("/tokenize", wrap(ctx, handle_tokenize, true));
+  svr.Post("/detokenize", wrap(ctx, handle_detokenize, true));
+  svr.Get("/v1/models", wrap(ctx, handle_models, false));
+  svr.Get("/version", wrap(ctx, handle_version, false));
+  svr.Get("/metrics", wrap(ctx, handle_metrics, false));
+  svr.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+    if (ctx.draining) set_json(res, error_json(503, "The server is shutting down."), 503);
+    else res.status = 200;
+  });
+  auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
+    set_json(res, error_json(405, "Method Not Allowed"), 405);
+  };
+  for (const char* p : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"})
+    svr.Get(p, not_allowed);
+  for (const char* p : {"/v1/models", "/version", "/metrics", "/health"}) svr.Post(p, not_allowed);
+}
+
+void configure(httplib::Server& svr, ServingContext& ctx) {
+  const size_t threads = std::max(64, ctx.config.engine.max_num_seqs + 32);
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr.set_payload_max_length(ctx.config.max_body_bytes);
+  svr.set_keep_alive_max_count(1000);
+  svr.set_tcp_nodelay(true);
+  // SO_REUSEADDR only: with SO_REUSEPORT a second server would share a taken port silently.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  const size_t limit = ctx.config.max_body_bytes;
+  svr.set_error_handler([limit](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg = reason_phrase(res.status);
+    if (msg.empty()) msg = "HTTP error " + std::to_string(res.status);
+    if (res.status == 404) msg = "Not Found: " + req.method + " " + req.path;
+    if (res.status == 413) msg = "request body larger than " + std::to_string(limit) + " bytes";
+    set_json(res, error_json(res.status, msg), res.status);
+  });
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    set_json(res, error_json(500, "internal server error"), 500);
+  });
+  svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    if (!log_enabled(LogLevel::kInfo)) return;
+    log_info(req.remote_addr + ":" + std::to_string(req.remote_port) + " - \"" + req.method + " " +
+             req.path + " " + req.version + "\" " + std::to_string(res.status) + " " +
+             reason_phrase(res.status));
+  });
+}
+
+std::string load_chat_template(const ServerConfig& config, const Tokenizer& tok,
+                               std::optional<ChatTemplate>& out) {
+  const std::string& source = config.chat_template.empty() ? tok.chat_template().value_or("")
+                                                           : config.chat_template;
+  if (source.empty()) return "no chat template: /v1/chat/completions needs --chat-template";
+  try {
+    out = ChatTemplate::parse(source);
+  } catch (const Error& e) {
+    if (!config.chat_template.empty()) throw Error(std::string("--chat-template: ") + e.what());
+    return std::string("the model's chat template cannot be used: ") + e.what();
+  }
+  return "";
+}
+
+// Drain: refuse new work, give in-flight requests the timeout, abort the rest, stop listening.
+void drain(ServingContext& ctx, httplib::Server& svr, const sigset_t& signals) {
+  ctx.draining = true;
+  log_info("Shutting down: waiting for " + std::to_string(ctx.in_flight.load()) +
+           " in-flight request(s), up to " + std::to_string(ctx.config.drain_timeout_s) + " s");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(ctx.config.drain_timeout_s);
+  timespec tick{0, 100'000'000};
+  while (ctx.in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+      log_warning("second signal: aborting in-flight requests now");
+      break;
+    }
+  }
+  if (ctx.in_flight > 0) {
+    log_warning("aborting " + std::to_string(ctx.in_flight.load()) + " unfinished request(s)");
+    ctx.abort_all = true;
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (ctx.in_flight > 0 && std::chrono::steady_clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  svr.stop();
+}
+
+}  // namespace
+
+int run_server(ServerConfig config) {
+  // Signals go to sigtimedwait below: block them before any thread exists so all inherit it.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  ServingContext ctx;
+  ctx.config = std::move(config);
+  const ServerConfig& cfg = ctx.config;
+  log_info(std::string("vllm-cpp ") + VLLM_VERSION + " serving " + cfg.model_path + " as '" +
+           ctx.default_model() + "'");
+  const auto t0 = std::chrono::steady_clock::now();
+  LoadedModel model = load_model(cfg.model_path);
+  if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto core = std::make_unique<EngineCore>(*model.model, model.tokenizer.get(), cfg.engine);
+  char line[160];
+  std::snprintf(line, sizeof line, "model loaded in %.2f s: %s, vocab %d, max_model_len %d",
+                load_s, model.config().architecture.c_str(), model.config().vocab_size,
+                core->max_model_len());
+  log_info(line);
+  log_info(core->kv_capacity().summary);
+  ctx.max_model_len = core->max_model_len();
+  ctx.vocab_size = model.config().vocab_size;
+  ctx.tokenizer = model.tokenizer.get();
+  ctx.start_time = unix_time();
+  if (std::string warn = load_chat_template(cfg, *model.tokenizer, ctx.chat_template); !warn.empty())
+    log_warning(warn);
+  AsyncEngine engine(std::move(core));
+  ctx.engine = &engine;
+
+  httplib::Server svr;
+  configure(svr, ctx);
+  add_routes(svr, ctx);
+  if (!svr.bind_to_port(cfg.host, cfg.port)) {
+    log_error("[Errno 98] error while attempting to bind on address ('" + cfg.host + "', " +
+              std::to_string(cfg.port) + "): address already in use or not available");
+    return 1;
+  }
+  std::atomic<bool> listening{true};
+  std::thread listener([&svr, &listening] {
+    svr.listen_after_bind();
+    listening = false;
+  });
+  log_info("Application startup complete. Listening on http://" + cfg.host + ":" +
+           std::to_string(cfg.port) + " (Press CTRL+C to quit)");
+  timespec tick{0, 200'000'000};
+  for (;;) {
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig > 0) {
+      log_info(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
+      drain(ctx, svr, signals);
+      break;
+    }
+    if (!listening) {
+      log_error("the HTTP listener stopped unexpectedly");
+      break;
+    }
+  }
+  listener.join();
+  log_info("Shutdown complete.");
+  return 0;
+}
+
+}  // namespace vllm::server

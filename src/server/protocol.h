@@ -1,0 +1,64 @@
+// OpenAI request bodies -> what the engine needs, with vLLM's field names, defaults and checks
+// (completions: prompt forms, echo, logprobs int; chat: messages rendered by the chat template,
+// logprobs bool + top_logprobs). Every problem is an ApiError naming the field.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/sampling_params.h"
+
+namespace vllm::server {
+
+struct ServingContext;
+using ojson = nlohmann::ordered_json;
+
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::string text;    // as given, or the decoded ids (for echo)
+  int max_tokens = 0;  // resolved against max_model_len
+};
+
+struct StreamOptions {
+  bool stream = false;
+  bool include_usage = false;
+  bool continuous_usage_stats = false;
+};
+
+struct CompletionRequest {
+  std::string model;  // the served name to report
+  std::vector<Prompt> prompts;
+  SamplingParams params;
+  StreamOptions stream;
+  bool echo = false;
+  bool discard_output = false;  // max_tokens = 0 with echo: generate one token, report none
+  std::optional<int> logprobs;  // top alternatives per token, OpenAI completions format
+  int priority = 0;
+};
+
+struct ChatRequest {
+  std::string model;
+  Prompt prompt;  // the rendered conversation and its token ids
+  SamplingParams params;
+  StreamOptions stream;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  int priority = 0;
+};
+
+// Parses a request body; throws ApiError 400 for malformed JSON or nesting deeper than 64.
+ojson parse_body(const std::string& body);
+
+CompletionRequest parse_completion_request(const ojson& body, const ServingContext& ctx);
+ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx);
+
+// Renders messages with the model's template (or `template_override`), for chat and /tokenize.
+std::string render_chat(const ojson& body, const ServingContext& ctx);
+
+// Typed field readers shared by the routes: absent or null -> nullopt, wrong type -> 400.
+std::optional<bool> get_bool(const ojson& body, const char* field);
+std::optional<int64_t> get_int(const ojson& body, const char* field);
+std::optional<std::string> get_string(const ojson& body, const char* field);
+
+}  // namespace vllm::server

@@ -1,0 +1,135 @@
+#include "server/responses.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace vllm::server {
+namespace {
+
+double clamp_logprob(double v) { return std::isnan(v) ? -9999.0 : std::max(v, -9999.0); }
+
+size_t utf8_chars(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+ojson utf8_bytes(const std::string& s) {
+  ojson out = ojson::array();
+  for (unsigned char c : s) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+}  // namespace
+
+std::string token_text(const Tokenizer& tokenizer, int32_t token) {
+  return tokenizer.decode(std::span<const int32_t>(&token, 1), false);
+}
+
+ojson Usage::to_json() const {
+  return {{"prompt_tokens", prompt_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"completion_tokens", completion_tokens},
+          {"prompt_tokens_details", nullptr}};
+}
+
+ojson stop_reason_json(const RequestOutput& out, const SamplingParams& params) {
+  if (!out.stop_reason) return nullptr;
+  const std::string& s = *out.stop_reason;
+  if (std::find(params.stop.begin(), params.stop.end(), s) != params.stop.end()) return s;
+  try {
+    size_t used = 0;
+    const int id = std::stoi(s, &used);
+    if (used == s.size()) return id;
+  } catch (const std::exception&) {
+  }
+  return s;
+}
+
+CompletionLogprobs::CompletionLogprobs(const Tokenizer& tokenizer, size_t initial_offset)
+    : tok_(tokenizer), offset_(initial_offset) {
+  take();
+}
+
+void CompletionLogprobs::push(int32_t token, std::optional<double> logprob, ojson top) {
+  const std::string text = token_text(tok_, token);
+  text_offset_.push_back(offset_);
+  offset_ += utf8_chars(text);
+  tokens_.push_back(text);
+  token_logprobs_.push_back(logprob ? ojson(clamp_logprob(*logprob)) : ojson(nullptr));
+  top_logprobs_.push_back(std::move(top));
+}
+
+void CompletionLogprobs::add(const StepLogprobs& lp, int num_top) {
+  // vLLM's dict: the sampled token first, then the best alternatives (one entry per string).
+  ojson top = ojson::object();
+  top[token_text(tok_, lp.chosen.token)] = clamp_logprob(lp.chosen.logprob);
+  for (int i = 0; i < num_top && i < static_cast<int>(lp.top.size()); ++i) {
+    const std::string t = token_text(tok_, lp.top[i].token);
+    if (!top.contains(t)) top[t] = clamp_logprob(lp.top[i].logprob);
+  }
+  push(lp.chosen.token, lp.chosen.logprob, std::move(top));
+}
+
+void CompletionLogprobs::add_prompt(int32_t token, const std::optional<StepLogprobs>& lp,
+                                    int num_top) {
+  if (!lp) {
+    push(token, std::nullopt, nullptr);
+    return;
+  }
+  add(*lp, num_top);
+}
+
+ojson CompletionLogprobs::take() {
+  ojson out = {{"text_offset", std::move(text_offset_)},
+               {"token_logprobs", std::move(token_logprobs_)},
+               {"tokens", std::move(tokens_)},
+               {"top_logprobs", std::move(top_logprobs_)}};
+  tokens_ = token_logprobs_ = top_logprobs_ = text_offset_ = ojson::array();
+  return out;
+}
+
+ojson chat_logprobs_content(const std::vector<StepLogprobs>& steps, const Tokenizer& tokenizer,
+                            int num_top) {
+  ojson content = ojson::array();
+  for (const StepLogprobs& lp : steps) {
+    const std::string t = token_text(tokenizer, lp.chosen.token);
+    ojson top = ojson::array();
+    for (int i = 0; i < num_top && i < static_cast<int>(lp.top.size()); ++i) {
+      const std::string alt = token_text(tokenizer, lp.top[i].token);
+      top.push_back({{"token", alt},
+                     {"logprob", clamp_logprob(lp.top[i].logprob)},
+                     {"bytes", utf8_bytes(alt)}});
+    }
+    content.push_back({{"token", t},
+                       {"logprob", clamp_logprob(lp.chosen.logprob)},
+                       {"bytes", utf8_bytes(t)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return content;
+}
+
+ojson prompt_logprobs_json(const std::vector<std::optional<StepLogprobs>>& lps,
+                           const Tokenizer& tokenizer) {
+  ojson out = ojson::array();
+  for (const auto& lp : lps) {
+    if (!lp) {
+      out.push_back(nullptr);
+      continue;
+    }
+    ojson entry = ojson::object();
+    auto add = [&](const TokenLogprob& t) {
+      const std::string key = std::to_string(t.token);
+      if (entry.contains(key)) return;
+      entry[key] = {{"logprob", clamp_logprob(t.logprob)},
+                    {"rank", t.rank},
+                    {"decoded_token", token_text(tokenizer, t.token)}};
+    };
+    add(lp->chosen);
+    for (const auto& t : lp->top) add(t);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace vllm::server

@@ -1,0 +1,37 @@
+// Route handlers. Each reads the request and fills the response, throwing ApiError for a
+// client-visible failure; the HTTP layer (http_server.cpp) turns those into error JSON.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/generation.h"
+#include "server/protocol.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace vllm::server {
+
+struct ServingContext;
+
+void handle_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_chat_completions(ServingContext& ctx, const httplib::Request& req,
+                             httplib::Response& res);
+void handle_models(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_metrics(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_version(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+// Queues every prompt (with its resolved max_tokens) as one Generation; engine rejections
+// become ApiError 400.
+std::shared_ptr<Generation> start_generation(ServingContext& ctx, const std::string& id,
+                                             const std::vector<Prompt>& prompts,
+                                             const SamplingParams& params, int priority);
+void set_json(httplib::Response& res, const ojson& body, int status = 200);
+int64_t unix_time();
+
+}  // namespace vllm::server

@@ -1,0 +1,54 @@
+// What every route handler shares: the server's configuration, the engine, the tokenizer and
+// chat template, metrics, and the drain state. Created once by run_server().
+#pragma once
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/async_engine.h"
+#include "server/metrics.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vllm::server {
+
+struct ServerConfig {
+  std::string model_path;                      // as given (a .gguf file or a HF directory)
+  std::vector<std::string> served_model_names;  // the first one is the default
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;               // empty: no auth
+  std::string chat_template;         // template source overriding the tokenizer's
+  size_t max_body_bytes = size_t(32) << 20;
+  int drain_timeout_s = 30;          // SIGTERM: time in-flight requests get before an abort
+  int max_n = 128;                   // cap on n and on choices of one request
+  bool log_requests = false;         // --log-level debug
+  EngineConfig engine;
+};
+
+struct ServingContext {
+  ServerConfig config;
+  AsyncEngine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  std::optional<ChatTemplate> chat_template;
+  int max_model_len = 0;
+  int vocab_size = 0;
+  int64_t start_time = 0;  // unix seconds, for "created" of /v1/models
+  Metrics metrics;
+  std::atomic<bool> draining{false};   // new generation requests get 503
+  std::atomic<bool> abort_all{false};  // drain timed out: live requests abort themselves
+  std::atomic<int> in_flight{0};       // generation requests not yet finished
+
+  const std::string& default_model() const { return config.served_model_names.front(); }
+  // Throws ApiError 404 when `name` is set and not served; returns the name to report.
+  std::string resolve_model(const std::string& name) const;
+  // "cmpl-<32 hex>" style ids, unique within the process.
+  std::string new_request_id(const char* prefix);
+
+ private:
+  std::atomic<uint64_t> next_id_{0};
+};
+
+}  // namespace vllm::server
