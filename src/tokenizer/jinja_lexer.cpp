@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 
 #include "tokenizer/jinja_error.h"
@@ -47,8 +48,20 @@ std::string unescape(std::string_view s, int line) {
         v = v * 16 + static_cast<uint32_t>(d);
       }
       i += n;
+      if (v > 0x10ffff) unsupported("'escape beyond U+10FFFF in string literal'", line);
       text::append_utf8(out, v);
     };
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      // jinja2 backslash-escapes non-ASCII before decoding, so "\é" reads as the text \xe9.
+      size_t len = 1;
+      while (i + len < s.size() && (static_cast<unsigned char>(s[i + len]) & 0xc0) == 0x80) ++len;
+      const uint32_t cp = text::decode(s.substr(i, len))[0];
+      char buf[16];
+      std::snprintf(buf, sizeof(buf), cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", cp);
+      out += buf;
+      i += len - 1;
+      continue;
+    }
     switch (c) {
       case '\n': break;
       case '\\': out.push_back('\\'); break;
@@ -330,10 +343,8 @@ class Lexer {
       advance_to(pos_ + op.size());
       return;
     }
-    unsupported("'unexpected char " + py_char(src_[pos_]) + "'", line_);
+    unsupported("'unexpected char " + std::string(1, src_[pos_]) + "'", line_);
   }
-
-  static std::string py_char(char c) { return std::string(1, c); }
 
   std::string src_;
   size_t pos_ = 0;
