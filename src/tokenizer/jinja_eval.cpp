@@ -5,7 +5,8 @@
 namespace vllm::jinja {
 namespace {
 
-constexpr int kMaxCallDepth = 200;  // macro recursion limit, well inside the C++ stack
+constexpr int kMaxCallDepth = 200;  // macro recursion, about where jinja2 hits Python's limit
+constexpr int kMaxFrames = 1500;    // statements + expressions + calls in flight
 
 // Restores the evaluator's scope on exit, also when a render error unwinds.
 class ScopeGuard {
@@ -68,6 +69,13 @@ void Scope::set(const std::string& name, Value value) {
 Evaluator::Evaluator(std::shared_ptr<Scope> root, std::function<std::tm()> now)
     : scope_(std::move(root)), now_(std::move(now)) {}
 
+Evaluator::Frame::Frame(Evaluator& ev) : ev_(ev) {
+  if (++ev_.frames_ > kMaxFrames) {
+    --ev_.frames_;
+    raise("RecursionError", "maximum recursion depth exceeded");
+  }
+}
+
 Evaluator::~Evaluator() {
   for (const auto& weak : namespaces_) {
     if (auto ns = weak.lock()) ns->attrs.items.clear();
@@ -92,6 +100,7 @@ Evaluator::Flow Evaluator::exec(const Body& body, std::string& out) {
 }
 
 Evaluator::Flow Evaluator::exec_node(const Node& n, std::string& out) {
+  Frame frame(*this);
   using NK = Node::Kind;
   switch (n.kind) {
     case NK::Text: out += n.text; break;
@@ -322,6 +331,7 @@ Value Evaluator::eval_compare(const Expr& e) {
 }
 
 Value Evaluator::eval(const Expr& e) {
+  Frame frame(*this);
   using EK = Expr::Kind;
   switch (e.kind) {
     case EK::Literal: return e.literal;

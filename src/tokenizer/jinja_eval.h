@@ -56,7 +56,21 @@ class Evaluator {
 
   std::shared_ptr<Scope> scope_;
   std::function<std::tm()> now_;
+  // One recursion budget for nested statements, expressions and macro calls together, so no
+  // combination of them can exhaust the C++ stack (each level costs well under 1 KiB).
+  class Frame {
+   public:
+    explicit Frame(Evaluator& ev);
+    ~Frame() { --ev_.frames_; }
+    Frame(const Frame&) = delete;
+    Frame& operator=(const Frame&) = delete;
+
+   private:
+    Evaluator& ev_;
+  };
+
   std::vector<std::weak_ptr<Namespace>> namespaces_;
+  int frames_ = 0;
   int depth_ = 0;
   bool folding_output_ = false;  // trying jinja2's compile-time evaluation of a {{ }}
 };

@@ -370,6 +370,14 @@ TEST(JinjaConstructs, HostileNestingFailsCleanly) {
       EXPECT_EQ(e.kind(), "RecursionError");
     }
   }
+  // Deep expressions inside deep macro recursion share one recursion budget.
+  try {
+    render("{% macro f(n) %}{% if n > 0 %}{{ " + std::string(190, '[') + "f(n - 1)" + std::string(190, ']') +
+           " }}{% endif %}{% endmacro %}{{ f(190) }}");
+    ADD_FAILURE() << "expected RecursionError";
+  } catch (const TemplateError& e) {
+    EXPECT_EQ(e.kind(), "RecursionError");
+  }
   // A namespace holding itself is a reference cycle; the render still ends and frees it.
   EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns.me.me.a }}"), "1");
 }
