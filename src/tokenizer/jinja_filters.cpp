@@ -397,8 +397,7 @@ Value f_wordcount(Evaluator&, const Value& v, CallArgs& a) {
   int64_t n = 0;
   bool in_word = false;
   for (uint32_t cp : text::decode(v.to_str())) {
-    const bool w = cp == '_' || text::is_digit(cp) || text::is_alpha(cp) || cp >= 0x80;
-    const bool word = w && !text::is_space(cp) && text::is_printable(cp);
+    const bool word = cp == '_' || text::is_digit(cp) || text::is_alpha(cp);  // regex \w
     if (word && !in_word) ++n;
     in_word = word;
   }

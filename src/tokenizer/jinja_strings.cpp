@@ -123,7 +123,18 @@ uint32_t to_lower(uint32_t cp) {
 
 bool is_alpha(uint32_t cp) {
   if (cp < 0x80) return (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z';
-  return to_upper(cp) != cp || to_lower(cp) != cp || cp == 0xdf || (cp >= 0x4e00 && cp <= 0x9fff);
+  if (to_upper(cp) != cp || to_lower(cp) != cp) return true;
+  struct Range { uint32_t lo, hi; };
+  // Letters of the common scripts without case (an approximation of str.isalpha()).
+  static constexpr Range kLetters[] = {
+      {0xaa, 0xaa},     {0xba, 0xba},     {0xdf, 0xdf},     {0x138, 0x138},   {0x149, 0x149},
+      {0x180, 0x24f},   {0x5d0, 0x5ea},   {0x620, 0x64a},   {0x671, 0x6d3},   {0x904, 0x939},
+      {0xe01, 0xe30},   {0x3041, 0x3096}, {0x30a1, 0x30fa}, {0x3400, 0x4dbf}, {0x4e00, 0x9fff},
+      {0xac00, 0xd7a3}, {0xf900, 0xfaff}, {0x20000, 0x2fa1f}};
+  for (const auto& r : kLetters) {
+    if (cp >= r.lo && cp <= r.hi) return true;
+  }
+  return false;
 }
 
 bool is_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
