@@ -150,6 +150,20 @@ TEST(QuantDot, IsaVariantsAgreeWithScalar) {
   }
 }
 
+TEST(QuantDot, SimdActivationQuantiserMatchesScalar) {
+  Tensor x = randn({1, 32 * 41}, 3.0f);
+  x.data<float>()[5] = 0.5f * 127.0f / 127.0f;  // exact halves exercise round-to-even
+  std::fill(x.data<float>() + 64, x.data<float>() + 96, 0.0f);  // an all-zero block
+  std::vector<cpu::BlockQ8_1> ref(41), got(41);
+  cpu::quantize_row_q8_1(x.data<float>(), ref.data(), 32 * 41);
+  cpu::quantize_row_q8_1_fast(x.data<float>(), got.data(), 32 * 41);
+  for (int b = 0; b < 41; ++b) {
+    EXPECT_EQ(ref[b].d, got[b].d) << b;
+    EXPECT_EQ(ref[b].s, got[b].s) << b;
+    for (int j = 0; j < 32; ++j) ASSERT_EQ(ref[b].qs[j], got[b].qs[j]) << b << ":" << j;
+  }
+}
+
 TEST(Ops, RmsNormAndFusedResidual) {
   const int64_t T = 5, D = 77;
   Tensor x = randn({T, D}), w = randn({D}), res = randn({T, D});

@@ -102,6 +102,15 @@ void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
 
+void quantize_row_q8_1_fast(const float* x, BlockQ8_1* y, int64_t n) {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::quantize_row_q8_1(x, y, n);
+    case Isa::Avx2: return avx2::quantize_row_q8_1(x, y, n);
+    case Isa::Scalar: break;
+  }
+  quantize_row_q8_1(x, y, n);
+}
+
 void round_to_f16(float* x, int64_t n) {
   switch (detected_isa()) {
     case Isa::Avx512Vnni: return avx512::round_to_f16(x, n);

@@ -16,9 +16,11 @@ float dot_f16(const float* x, const uint16_t* y, int64_t n);   // y in f16
 void axpy_f16(float a, const uint16_t* x, float* y, int64_t n);
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 void round_to_f16(float* x, int64_t n);  // in place: x = f32(f16(x))
+void quantize_row_q8_1_fast(const float* x, BlockQ8_1* y, int64_t n);  // dispatched
 
 namespace avx2 {
 void round_to_f16(float* x, int64_t n);
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 QDotFn qdot(DType type);
 QGemmFn qgemm(DType type);
 float dot_f32(const float* x, const float* y, int64_t n);
@@ -29,6 +31,7 @@ void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 }  // namespace avx2
 namespace avx512 {
 void round_to_f16(float* x, int64_t n);
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 QDotFn qdot(DType type);
 QGemmFn qgemm(DType type);
 float dot_f32(const float* x, const float* y, int64_t n);

@@ -26,7 +26,7 @@ void matmul_int8(const Tensor& x, const Tensor& w, Tensor& out) {
   ThreadPool& pool = cpu_pool();
   pool.parallel_for(M, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m)
-      quantize_row_q8_1(reinterpret_cast<const float*>(x.row(m)), xq_data + m * nb, K);
+      quantize_row_q8_1_fast(reinterpret_cast<const float*>(x.row(m)), xq_data + m * nb, K);
   });
   const QDotFn dot = qdot_for(w.dtype());
   const QGemmFn gemm = qgemm_for(w.dtype());
