@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -212,8 +214,17 @@ int run_server(ServerConfig config) {
       break;
     }
   }
-  listener.join();
+  // Idle keep-alive connections hold httplib's workers for up to their 5 s timeout; nothing
+  // is in flight any more, so after a short grace the process leaves without them.
+  const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (listening && std::chrono::steady_clock::now() < grace)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   log_info("Shutdown complete.");
+  if (listening) {
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
+  listener.join();
   return 0;
 }
 
