@@ -18,7 +18,7 @@ if ((${#missing[@]})); then
 fi
 
 PIP=(python3 -m pip install -q --disable-pip-version-check)
-python3 -c "import gguf, numpy, pytest, tokenizers, jinja2" 2>/dev/null ||
+python3 -c "import gguf, numpy, pytest, tokenizers, jinja2, openai, requests" 2>/dev/null ||
   "${PIP[@]}" -r tools/requirements.txt
 
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
