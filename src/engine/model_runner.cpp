@@ -15,7 +15,7 @@ ModelRunner::ModelRunner(const DecoderModel& model, int num_blocks, int block_si
 void ModelRunner::add_request(const std::string& id, RunnerRequest request) {
   SamplerState sampler(request.params, request.prompt, request.seed);
   states_.erase(id);
-  states_.emplace(id, State{std::move(request), std::move(sampler)});
+  states_.emplace(id, State{std::move(request), std::move(sampler), {}, false});
 }
 
 void ModelRunner::remove_request(const std::string& id) { states_.erase(id); }
@@ -34,7 +34,8 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
   for (const auto& s : out.scheduled) {
     const auto& table = s.block_ids[0];
     VLLM_CHECK(states_.count(s.request_id), "scheduled unknown request ", s.request_id);
-    const State& st = states_.at(s.request_id);
+    State& st = states_.at(s.request_id);
+    if (s.num_computed_tokens == 0) st.prompt_logprobs.clear();  // (re)starting from scratch
     const int start = static_cast<int>(b.token_ids.size());
     for (int i = 0; i < s.num_scheduled_tokens; ++i) {
       const int pos = s.num_computed_tokens + i;
@@ -50,7 +51,7 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
     Rows r;
     r.first = static_cast<int>(b.logits_indices.size());
     const int num_prompt = static_cast<int>(st.request.prompt.size());
-    if (st.request.params.prompt_logprobs) {
+    if (st.wants_prompt_logprobs()) {
       for (int i = 0; i < s.num_scheduled_tokens; ++i)
         if (s.num_computed_tokens + i < num_prompt - 1) b.logits_indices.push_back(start + i);
     }
@@ -68,16 +69,21 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
     StepSample& res = result[s.request_id];
     int row = rows[k].first;
     const int num_prompt = static_cast<int>(st.request.prompt.size());
-    if (st.request.params.prompt_logprobs) {
+    if (st.wants_prompt_logprobs()) {
       for (int i = 0; i < s.num_scheduled_tokens; ++i) {
         const int pos = s.num_computed_tokens + i;
         if (pos >= num_prompt - 1) break;
         std::span<const float> l(logits.data<float>() + int64_t(row++) * vocab, vocab);
-        res.prompt_logprobs.emplace_back(logprob_of(l, st.request.prompt[pos + 1]),
-                                         top_logprobs(l, *st.request.params.prompt_logprobs));
+        st.prompt_logprobs.emplace_back(logprob_of(l, st.request.prompt[pos + 1]),
+                                        top_logprobs(l, *st.request.params.prompt_logprobs));
       }
     }
     if (!s.sample) continue;
+    if (st.wants_prompt_logprobs()) {
+      res.prompt_logprobs = std::move(st.prompt_logprobs);
+      st.prompt_logprobs.clear();
+      st.prompt_logprobs_sent = true;
+    }
     std::span<float> l(logits.data<float>() + int64_t(row) * vocab, vocab);
     SampleResult r = sample(l, st.request.params, st.sampler, eos_ids_);
     res.token_ids.push_back(r.token);

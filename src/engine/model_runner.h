@@ -22,8 +22,8 @@ struct StepSample {
   std::vector<int> token_ids;  // zero or one token this step
   std::optional<TokenLogprob> chosen;
   std::vector<TokenLogprob> top;
-  // Prompt logprobs of the positions this step computed: entry i is for prompt token
-  // num_computed_tokens + i + 1 (the first prompt token has none).
+  // With the first sampled token: the prompt logprobs, entry i for prompt token i + 1 (the
+  // first prompt token has none).
   std::vector<std::pair<TokenLogprob, std::vector<TokenLogprob>>> prompt_logprobs;
 };
 
@@ -41,6 +41,12 @@ class ModelRunner {
   struct State {
     RunnerRequest request;
     SamplerState sampler;
+    // Prompt logprobs of chunks computed so far, handed out with the first sampled token.
+    std::vector<std::pair<TokenLogprob, std::vector<TokenLogprob>>> prompt_logprobs;
+    bool prompt_logprobs_sent = false;  // a recompute after preemption must not repeat them
+    bool wants_prompt_logprobs() const {
+      return request.params.prompt_logprobs.has_value() && !prompt_logprobs_sent;
+    }
   };
 
   const DecoderModel& model_;

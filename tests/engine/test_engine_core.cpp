@@ -231,3 +231,72 @@ TEST(AsyncEngine, StreamsAndFinishesEveryRequest) {
   ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return finished == 16; }));
   EXPECT_EQ(tokens, 160);
 }
+
+// prompt_logprobs are log_softmax of the model's logits at each prompt position, evaluated at
+// the next prompt token; checked against a direct forward of the whole prompt.
+TEST_F(TinyEngine, PromptLogprobsMatchDirectForward) {
+  const std::vector<int32_t> prompt = {5, 17, 99, 3, 250, 8, 41};
+  SamplingParams p = greedy(1);
+  p.prompt_logprobs = 2;
+  EngineConfig cfg;
+  cfg.max_num_batched_tokens = 3;  // the prompt arrives in chunks
+  cfg.max_model_len = 64;
+  EngineCore core = make(cfg);
+  core.add_request("a", prompt, p);
+  std::vector<std::optional<StepLogprobs>> got;
+  while (core.has_unfinished())
+    for (const auto& o : core.step())
+      if (!o.prompt_logprobs.empty()) got = o.prompt_logprobs;
+  ASSERT_EQ(got.size(), prompt.size());
+  EXPECT_FALSE(got[0].has_value());
+
+  const int n = static_cast<int>(prompt.size()), vocab = m_.config().vocab_size;
+  KvCache cache = m_.model->allocate_kv_cache(1, 16);
+  ForwardBatch b;
+  b.token_ids = prompt;
+  for (int i = 0; i < n; ++i) {
+    b.positions.push_back(i);
+    b.slot_mapping.push_back(i);
+    b.logits_indices.push_back(i);
+  }
+  b.attn = {{0, n}, {n}, {0}, 1};
+  Tensor logits = m_.model->forward(b, cache);
+  for (int i = 1; i < n; ++i) {
+    std::span<const float> row(logits.data<float>() + (i - 1) * vocab, vocab);
+    const TokenLogprob want = logprob_of(row, prompt[i]);
+    ASSERT_TRUE(got[i].has_value());
+    EXPECT_EQ(got[i]->chosen.token, prompt[i]);
+    EXPECT_NEAR(got[i]->chosen.logprob, want.logprob, 1e-4) << i;
+    EXPECT_EQ(got[i]->chosen.rank, want.rank);
+    EXPECT_EQ(got[i]->top.size(), 2u);
+  }
+}
+
+// Stop strings on real text: the stream never shows the stop string, deltas add up to the
+// final text, and the request ends with finish_reason "stop" and the string as stop_reason.
+TEST(EngineCoreText, StopStringsStreamCleanly) {
+  if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " absent";
+  LoadedModel m = load_model(kSmol);
+  EngineCore core(*m.model, m.tokenizer.get(), EngineConfig{});
+  SamplingParams p = greedy(64);
+  p.ignore_eos = false;
+  p.stop = {"Paris"};
+  core.add_request("a", m.tokenizer->encode("The capital of France is", true), p);
+  std::string text;
+  std::string reason, stop;
+  std::vector<int32_t> ids;
+  while (core.has_unfinished())
+    for (const auto& o : core.step()) {
+      text += o.text_delta;
+      ids.insert(ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      EXPECT_EQ(text.find("Paris"), std::string::npos);
+      if (o.finished) {
+        reason = o.finish_reason;
+        stop = o.stop_reason.value_or("");
+      }
+    }
+  EXPECT_EQ(reason, "stop");
+  EXPECT_EQ(stop, "Paris");
+  EXPECT_EQ(text, " ");  // greedy continuation is " Paris."; the stop string is cut
+  EXPECT_EQ(m.tokenizer->decode(ids, true), " Paris");
+}
