@@ -308,7 +308,7 @@ def read_gguf_vocab(path):
     get = lambda k: r.fields[k].contents() if k in r.fields else None
     return {k: get("tokenizer.ggml." + k) for k in
             ["model", "pre", "tokens", "token_type", "merges", "bos_token_id", "eos_token_id",
-             "add_bos_token", "add_eos_token"]}
+             "unknown_token_id", "padding_token_id", "add_bos_token", "add_eos_token"]}
 
 
 def load_gguf_gpt2(path):
@@ -322,8 +322,11 @@ def load_gguf_gpt2(path):
         pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)])
     tok.decoder = decoders.ByteLevel()
     types = v["token_type"]
+    # Special: control tokens and bos/eos/unk/pad, as transformers registers them from a GGUF.
+    named = {v[k] for k in ("bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id")
+             if v[k] is not None}
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
-                            for t, ty in zip(v["tokens"], types) if ty == 3])
+                            for i, (t, ty) in enumerate(zip(v["tokens"], types)) if ty == 3 or i in named])
     user = [AddedToken(t, special=False, normalized=False) for t, ty in zip(v["tokens"], types) if ty == 4]
     if user:
         tok.add_tokens(user)
@@ -370,9 +373,9 @@ def random_id_sequences(tok, corpus, rng, count=400):
     return seqs
 
 
-def records(tok, corpus, rng):
+def records(tok, corpus, rng, subset=None):
     """One json line per corpus entry, then per random id sequence. Omitted fields mean:
-    'a' == prefix + n + suffix (header), 'd' == text, 's' == 'd' and 'da' == prefix_text + d + suffix_text
+    'i' (corpus index) only when a subset is written; 'a' == prefix + n + suffix (header), 'd' == text, 's' == 'd' and 'da' == prefix_text + d + suffix_text
     ('da': 1 stands for prefix_text + " " + d + suffix_text)."""
     probe_a = tok.encode("hello", add_special_tokens=True).ids
     probe_n = tok.encode("hello", add_special_tokens=False).ids
@@ -382,14 +385,16 @@ def records(tok, corpus, rng):
     suffix_text = tok.decode(suffix, skip_special_tokens=False)
     head = {"prefix": prefix, "suffix": suffix, "prefix_text": prefix_text, "suffix_text": suffix_text}
     lines = []
-    for b in corpus:
+    for index, b in enumerate(corpus):
+        if subset is not None and index not in subset:
+            continue
         text = as_text(b)
         n = tok.encode(text, add_special_tokens=False).ids
         a = tok.encode(text, add_special_tokens=True).ids
         d = tok.decode(n, skip_special_tokens=False)
         s = tok.decode(a, skip_special_tokens=True)
         da = tok.decode(a, skip_special_tokens=False)
-        rec = {"n": n}
+        rec = {"n": n} if subset is None else {"i": index, "n": n}
         if a != prefix + n + suffix:
             rec["a"] = a
         if d != text:
@@ -456,6 +461,91 @@ def transformers_gguf_dump(gguf_path, corpus_path, out_path):
         out["rows"].append([n, a, tok.decode(n, skip_special_tokens=False, clean_up_tokenization_spaces=False),
                             tok.decode(a, skip_special_tokens=True, clean_up_tokenization_spaces=False)])
     json.dump(out, open(out_path, "w"))
+
+
+def llama_gguf_from_hf(folder):
+    """tokenizer.ggml.* data for a SentencePiece ("llama") GGUF made from an HF llama tokenizer.json:
+    tokens by id; types 3 (control) for special added tokens, 6 for <0xAB>, 2 for <unk>, 1 else;
+    scores -id for normal tokens, 0 for the rest (SentencePiece scores fall with the merge rank).
+    tests/tokenizer applies the same rule to the same file."""
+    d = json.load(open(os.path.join(folder, "tokenizer.json"), encoding="utf-8"))
+    vocab = d["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for t, i in vocab.items():
+        tokens[i] = t
+    special = {a["content"] for a in d["added_tokens"] if a["special"]}
+    types, scores = [], []
+    for i, t in enumerate(tokens):
+        ty = 3 if t in special and t != "<unk>" else 2 if t == "<unk>" else \
+            6 if len(t) == 6 and t.startswith("<0x") and t.endswith(">") else 1
+        types.append(ty)
+        scores.append(float(-i) if ty == 1 else 0.0)
+    return {"tokens": tokens, "types": types, "scores": scores, "bos": vocab["<s>"], "eos": vocab["</s>"],
+            "unk": vocab["<unk>"]}
+
+
+def write_llama_gguf(path, v):
+    from gguf import GGUFWriter
+    w = GGUFWriter(path, "llama")
+    w.add_context_length(4096)
+    w.add_block_count(1)
+    w.add_embedding_length(64)
+    w.add_feed_forward_length(128)
+    w.add_head_count(4)
+    w.add_head_count_kv(4)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(v["tokens"])
+    w.add_token_scores(v["scores"])
+    w.add_token_types(v["types"])
+    w.add_bos_token_id(v["bos"])
+    w.add_eos_token_id(v["eos"])
+    w.add_unk_token_id(v["unk"])
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def read_corpus(path):
+    out = []
+    for line in open(path, encoding="utf-8"):
+        rec = json.loads(line)
+        out.append(rec["t"].encode("utf-8") if "t" in rec else bytes.fromhex(rec["x"]))
+    return out
+
+
+def transformers_gguf_records(gguf_path, corpus_path, name, out_path):
+    """Runs under a Python with transformers 4.x: fixture records from the tokenizer transformers
+    builds for a GGUF (its backend, so decodes carry no clean_up_tokenization_spaces)."""
+    import transformers
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from transformers import AutoTokenizer
+    gguf_utils.is_torch_available = lambda: True  # metadata-only load; torch is not needed
+    tok = AutoTokenizer.from_pretrained(os.path.dirname(os.path.abspath(gguf_path)),
+                                        gguf_file=os.path.basename(gguf_path)).backend_tokenizer
+    head, lines = records(tok, read_corpus(corpus_path), random.Random(name))
+    head["transformers"] = transformers.__version__
+    head["tokenizers"] = tokenizers.__version__
+    write_jsonl(out_path, head, lines)
+
+
+def llama_gguf_fixture(python, tokenizers_dir, corpus_path, out_path):
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        gguf_path = os.path.join(tmp, "llama2-vocab.gguf")
+        write_llama_gguf(gguf_path, llama_gguf_from_hf(os.path.join(tokenizers_dir, "llama2")))
+        r = subprocess.run([python, os.path.abspath(__file__), "--gguf-records", out_path, "--gguf", gguf_path,
+                            "--corpus", corpus_path, "--name", "llama2_gguf"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip().splitlines()[-1:])
+    head = json.loads(open(out_path, encoding="utf-8").readline())
+    return f"transformers {head['transformers']} (tokenizers {head['tokenizers']}) loading a llama GGUF " \
+           f"made from llama2/tokenizer.json (types and scores: see llama_gguf_from_hf)"
 
 
 def crosscheck_gguf(python, tok, gguf_path, corpus_path, tmp_path):
@@ -641,11 +731,15 @@ def main():
                     help="a Python with transformers 4.x + gguf for the GGUF cross-check")
     ap.add_argument("--transformers-gguf-dump", default="")
     ap.add_argument("--corpus", default="")
+    ap.add_argument("--gguf-records", default="")
+    ap.add_argument("--name", default="")
     ap.add_argument("--write-unicode-tables", default="",
                     help="write unicode_nfc_data.inc and unicode_class_data.inc into this folder and exit")
     args = ap.parse_args()
     if args.write_unicode_tables:
         return write_unicode_tables(args.write_unicode_tables)
+    if args.gguf_records:
+        return transformers_gguf_records(args.gguf, args.corpus, args.name, args.gguf_records)
     if args.transformers_gguf_dump:
         return transformers_gguf_dump(args.gguf, args.corpus, args.transformers_gguf_dump)
 
@@ -661,7 +755,8 @@ def main():
         "invalid_utf8_policy": "input bytes are decoded with Python's bytes.decode('utf-8', 'replace') "
                                "(maximal ill-formed subpart -> U+FFFD) before encoding",
         "decode": "tokenizers Tokenizer.decode; no clean_up_tokenization_spaces",
-        "line_format": "first line {prefix, suffix, prefix_text}; then per corpus entry {n, a?, d?, s?, da?}; "
+        "line_format": "first line {prefix, suffix, prefix_text, suffix_text}; then per corpus entry "
+                       "{i?, n, a?, d?, s?, da?} (i: corpus index, present when only a subset is listed); "
                        "then {r, d, s} random id sequences. n=encode(add_special_tokens=False), "
                        "a=encode(add_special_tokens=True) (omitted: prefix+n+suffix), d=decode(n, skip=False) "
                        "(omitted: the text), s=decode(a, skip=True) (omitted: d), da=decode(a, skip=False) "
@@ -680,7 +775,13 @@ def main():
         except Exception as e:  # a missing input is reported, not fatal
             print(f"skip {name}: {e}", file=sys.stderr)
             continue
-        head, lines = records(tok, corpus, random.Random(name))
+        subset = None
+        if name in VARIANTS:  # every third string and those with the variant's added tokens
+            contents = [a["content"] for a in VARIANTS[name]["added"]]
+            subset = {i for i, b in enumerate(corpus)
+                      if i % 3 == 0 or any(c.encode("utf-8") in b or c.upper().encode("utf-8") in b
+                                           for c in contents)}
+        head, lines = records(tok, corpus, random.Random(name), subset)
         if name in VARIANTS:
             head["variant"] = VARIANTS[name]
         path = os.path.join(args.out, f"{name}.jsonl")
@@ -693,6 +794,19 @@ def main():
         manifest["tokenizers"][name] = entry
         loaded[name] = tok
         print(f"{name}: {len(lines)} lines, {os.path.getsize(path)} bytes", file=sys.stderr)
+    path = os.path.join(args.out, "llama2_gguf.jsonl")
+    try:
+        if not args.crosscheck_python:
+            raise RuntimeError("needs --crosscheck-python (transformers 4.x)")
+        note = llama_gguf_fixture(args.crosscheck_python, args.tokenizers, corpus_path, path)
+        manifest["tokenizers"]["llama2_gguf"] = {"file": "llama2_gguf.jsonl", "source": "llama2/tokenizer.json "
+                                                 "as a llama GGUF", "reference": note, "sha256": sha256(path)}
+        print(f"llama2_gguf: {os.path.getsize(path)} bytes", file=sys.stderr)
+    except Exception as e:  # keep the previous file and manifest entry
+        print(f"llama2_gguf not regenerated: {e}", file=sys.stderr)
+        old = os.path.join(args.out, "manifest.json")
+        if os.path.exists(old) and "llama2_gguf" in json.load(open(old))["tokenizers"]:
+            manifest["tokenizers"]["llama2_gguf"] = json.load(open(old))["tokenizers"]["llama2_gguf"]
     probes = {n: t for n, t in loaded.items() if n in ("llama3", "qwen3", "deepseek_v3", "smollm2_gguf")}
     if probes:
         path = os.path.join(args.out, "unicode_probe.json")

@@ -11,7 +11,7 @@
 namespace vllm {
 namespace {
 
-constexpr int32_t kTypeUnknown = 2, kTypeControl = 3, kTypeUserDefined = 4;
+constexpr int32_t kTypeControl = 3, kTypeUserDefined = 4;
 constexpr const char* kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2Pattern =
@@ -132,9 +132,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf_vocab(const GgufVocab& v) {
     norm.push_back(tok::make_replace_normalizer(" ", "\u2581"));
     p->normalizer = tok::make_sequence_normalizer(std::move(norm));
     std::vector<std::unique_ptr<tok::Decoder>> dec;
-    dec.push_back(tok::make_replace_decoder("\u2581", " "));
     dec.push_back(tok::make_byte_fallback_decoder());
     dec.push_back(tok::make_fuse_decoder());
+    dec.push_back(tok::make_replace_decoder("\u2581", " "));
     if (space_prefix) dec.push_back(tok::make_strip_decoder(" ", 1, 0));
     p->decoder = tok::make_sequence_decoder(std::move(dec));
   } else {
@@ -142,15 +142,21 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf_vocab(const GgufVocab& v) {
     p->decoder = tok::make_byte_level_decoder();
   }
 
+  // As transformers builds it from a GGUF: control tokens and the bos/eos/unk/pad tokens are
+  // special, user-defined tokens are plain added tokens.
+  auto add = [&](int32_t id, bool special) {
+    tok::AddedToken t;
+    t.content = v.tokens[id];
+    t.id = id;
+    t.special = special;
+    p->added.add(std::move(t));
+  };
   for (size_t i = 0; i < v.token_types.size(); ++i) {
     const int32_t type = v.token_types[i];
-    if (type != kTypeUnknown && type != kTypeControl && type != kTypeUserDefined) continue;
-    tok::AddedToken t;
-    t.content = v.tokens[i];
-    t.id = static_cast<int32_t>(i);
-    t.special = type != kTypeUserDefined;
-    p->added.add(std::move(t));
+    if (type == kTypeControl || type == kTypeUserDefined) add(static_cast<int32_t>(i), type == kTypeControl);
   }
+  for (const auto& id : {v.bos_id, v.eos_id, v.unk_id, v.pad_id})
+    if (!token_at(id).empty()) add(*id, true);
 
   p->bos_token = token_at(v.bos_id);
   p->eos_token = token_at(v.eos_id);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/json_reader.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer.h"
 #include "util/check.h"
@@ -35,24 +36,10 @@ std::optional<std::string> opt_string(const json& j, const char* key) {
   return v.get<std::string>();
 }
 
-std::unique_ptr<tok::BpeModel> make_model(const json& m) {
+std::unique_ptr<tok::BpeModel> make_model(const tok::TokenizerJson& file) {
+  const json& m = file.doc.at("model");
   const std::string type = m.value("type", std::string("BPE"));
   if (type != "BPE") throw Error("unsupported tokenizer model type: " + type);
-  std::vector<std::pair<std::string, int32_t>> vocab;
-  vocab.reserve(m.at("vocab").size());
-  for (const auto& [token, id] : m.at("vocab").items()) vocab.emplace_back(token, id.get<int32_t>());
-  std::vector<std::pair<std::string, std::string>> merges;
-  merges.reserve(m.at("merges").size());
-  for (const auto& mg : m.at("merges")) {
-    if (mg.is_array()) {
-      merges.emplace_back(mg.at(0).get<std::string>(), mg.at(1).get<std::string>());
-      continue;
-    }
-    const std::string s = mg.get<std::string>();
-    const size_t sp = s.find(' ');
-    if (sp == std::string::npos) throw Error("bad BPE merge: " + s);
-    merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
-  }
   tok::BpeOptions o;
   o.unk_token = opt_string(m, "unk_token");
   o.fuse_unk = m.value("fuse_unk", false);
@@ -60,7 +47,7 @@ std::unique_ptr<tok::BpeModel> make_model(const json& m) {
   o.ignore_merges = m.value("ignore_merges", false);
   o.continuing_subword_prefix = opt_string(m, "continuing_subword_prefix").value_or("");
   o.end_of_word_suffix = opt_string(m, "end_of_word_suffix").value_or("");
-  return std::make_unique<tok::BpeModel>(vocab, merges, std::move(o));
+  return std::make_unique<tok::BpeModel>(file.vocab, file.merges, std::move(o));
 }
 
 // Fills prefix/suffix ids from a post_processor (TemplateProcessing "single", Roberta/Bert, or a
@@ -145,10 +132,11 @@ void apply_config(const json& cfg, tok::Pipeline& p) {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_files(const std::string& tokenizer_json,
                                                  const std::string& tokenizer_config_json) {
-  const json j = read_json(tokenizer_json);
+  const tok::TokenizerJson file = tok::read_tokenizer_json(tokenizer_json);
+  const json& j = file.doc;
   auto p = std::make_unique<tok::Pipeline>();
   try {
-    p->model = make_model(j.at("model"));
+    p->model = make_model(file);
     p->normalizer = tok::make_normalizer(j.value("normalizer", json()));
     p->pre_tokenizer = tok::make_pre_tokenizer(j.value("pre_tokenizer", json()));
     p->decoder = tok::make_decoder(j.value("decoder", json()));

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -83,6 +84,47 @@ TEST(GgufTokenizer, SmolLM2MatchesFixtures) {
   const auto report = testing::check_fixture(*tok, "smollm2_gguf", /*with_stream=*/true);
   std::cout << report.summary("smollm2_gguf") << "\n";
   EXPECT_EQ(report.total(), 0u) << report.summary("smollm2_gguf");
+}
+
+// A SentencePiece ("llama") GGUF vocabulary made from llama2's tokenizer.json by the rule of
+// tools/make_tokenizer_fixtures.py (llama_gguf_from_hf); the oracle is transformers loading it.
+GgufVocab llama_gguf_from_hf(const std::string& tokenizer_json) {
+  std::ifstream in(tokenizer_json);
+  const auto j = nlohmann::json::parse(in);
+  const auto& vocab = j.at("model").at("vocab");
+  std::set<std::string> special;
+  for (const auto& a : j.at("added_tokens"))
+    if (a.at("special").get<bool>()) special.insert(a.at("content").get<std::string>());
+  GgufVocab v;
+  v.model = "llama";
+  v.tokens.resize(vocab.size());
+  for (const auto& [token, id] : vocab.items()) v.tokens.at(id.get<size_t>()) = token;
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    const std::string& t = v.tokens[i];
+    const bool byte = t.size() == 6 && t.starts_with("<0x") && t.ends_with(">");
+    const int32_t type = t == "<unk>" ? 2 : special.count(t) ? 3 : byte ? 6 : 1;
+    v.token_types.push_back(type);
+    v.scores.push_back(type == 1 ? -static_cast<float>(i) : 0.0f);
+  }
+  v.bos_id = vocab.at("<s>").get<int32_t>();
+  v.eos_id = vocab.at("</s>").get<int32_t>();
+  v.unk_id = vocab.at("<unk>").get<int32_t>();
+  v.add_bos = true;
+  v.add_eos = false;
+  v.add_space_prefix = true;
+  return v;
+}
+
+TEST(GgufTokenizer, LlamaVocabMatchesTransformers) {
+  const std::string path = std::string(kSharedTokenizers) + "llama2/tokenizer.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  const auto tok = Tokenizer::from_gguf_vocab(llama_gguf_from_hf(path));
+  EXPECT_EQ(tok->bos_token(), "<s>");
+  EXPECT_EQ(tok->eos_token(), "</s>");
+  EXPECT_TRUE(tok->is_special(0));  // transformers registers the unk token as special
+  const auto report = testing::check_fixture(*tok, "llama2_gguf", /*with_stream=*/true);
+  std::cout << report.summary("llama2_gguf") << "\n";
+  EXPECT_EQ(report.total(), 0u) << report.summary("llama2_gguf");
 }
 
 }  // namespace
