@@ -53,6 +53,16 @@ std::string default_model_path() {
   return std::string(VLLM_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  const fs::path p(path);
+  if (!fs::exists(p)) throw Error(path + ": no such file or directory");
+  if (fs::is_directory(p)) {
+    if (!fs::exists(p / "tokenizer.json")) throw Error(path + ": no tokenizer.json");
+    return Tokenizer::from_dir(path);
+  }
+  return Tokenizer::from_gguf_vocab(vocab_from_gguf(*GgufFile::open(path)));
+}
+
 LoadedModel load_model(const std::string& path) {
   LoadedModel out;
   out.path = path;

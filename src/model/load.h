@@ -17,6 +17,9 @@ struct LoadedModel {
 };
 
 LoadedModel load_model(const std::string& path);
+// Only the tokenizer of a model (no weights are read): tokenizer.json + tokenizer_config.json
+// of a directory, or the vocabulary embedded in a .gguf file.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 // The embedded default (SmolLM2-135M-Instruct Q4_1) as placed by scripts/setup.sh.
 std::string default_model_path();
 
