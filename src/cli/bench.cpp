@@ -71,6 +71,7 @@ void add_bench(CLI::App& app) {
   lat->add_option("--threads,-t", args->threads)->check(CLI::Range(1, 1024));
   lat->add_option("--repeats", args->repeats)->check(CLI::Range(1, 100));
   lat->callback([args] { std::exit(run_guarded([&] { return run_latency(*args); })); });
+  add_bench_serve(*bench);
 }
 
 }  // namespace vllm::cli
