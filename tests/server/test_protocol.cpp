@@ -1,0 +1,142 @@
+// Request parsing against the real SmolLM2 tokenizer: prompt forms, vLLM's context-length
+// rules and messages, chat rendering, JSON depth limits, and the error JSON shape.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/load.h"
+#include "server/api_error.h"
+#include "server/protocol.h"
+#include "server/serving.h"
+
+namespace vllm::server {
+namespace {
+
+const char* kSmol = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+class ProtocolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " absent";
+    model_ = load_model(kSmol);
+    ctx_.config.served_model_names = {"smol", "alias"};
+    ctx_.tokenizer = model_.tokenizer.get();
+    ctx_.max_model_len = 64;
+    ctx_.vocab_size = model_.config().vocab_size;
+    ctx_.chat_template = ChatTemplate::parse(*model_.tokenizer->chat_template());
+  }
+  int status_of(const std::string& body, bool chat = false) {
+    try {
+      if (chat) parse_chat_request(parse_body(body), ctx_);
+      else parse_completion_request(parse_body(body), ctx_);
+    } catch (const ApiError& e) {
+      return e.status();
+    }
+    return 200;
+  }
+  LoadedModel model_;
+  ServingContext ctx_;
+};
+
+TEST_F(ProtocolTest, PromptForms) {
+  auto r = parse_completion_request(parse_body(R"({"prompt": "Hello world"})"), ctx_);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Hello world");
+  EXPECT_EQ(r.prompts[0].ids, model_.tokenizer->encode("Hello world", true));
+  EXPECT_EQ(r.prompts[0].max_tokens, 16);  // vLLM's completions default
+  EXPECT_EQ(r.model, "smol");
+
+  r = parse_completion_request(parse_body(R"({"prompt": [1, 2, 3], "model": "alias"})"), ctx_);
+  EXPECT_EQ(r.prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.model, "alias");
+
+  r = parse_completion_request(parse_body(R"({"prompt": ["a", [5, 6]], "max_tokens": null})"), ctx_);
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1].ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(r.prompts[1].max_tokens, 62);  // null: the rest of the context
+}
+
+TEST_F(ProtocolTest, ContextLengthRules) {
+  EXPECT_EQ(status_of(R"({"prompt": [1, 2], "max_tokens": 62})"), 200);
+  EXPECT_EQ(status_of(R"({"prompt": [1, 2], "max_tokens": 63})"), 400);
+  try {
+    parse_completion_request(parse_body(R"({"prompt": [1, 2], "max_tokens": 63})"), ctx_);
+    FAIL();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param(), "max_tokens");
+    EXPECT_NE(std::string(e.what()).find("maximum context length is 64"), std::string::npos);
+  }
+  std::string long_prompt = "[1";  // 64 tokens: no room left for one more
+  for (int i = 1; i < 64; ++i) long_prompt += "," + std::to_string(i + 1);
+  long_prompt += "]";
+  EXPECT_EQ(status_of(R"({"prompt": )" + long_prompt + "}"), 400);
+}
+
+TEST_F(ProtocolTest, EchoWithZeroMaxTokensScoresThePrompt) {
+  auto r = parse_completion_request(
+      parse_body(R"({"prompt": "Hi", "echo": true, "max_tokens": 0, "logprobs": 1})"), ctx_);
+  EXPECT_TRUE(r.discard_output);
+  EXPECT_EQ(r.prompts[0].max_tokens, 1);
+  EXPECT_EQ(r.params.prompt_logprobs, 1);
+  EXPECT_EQ(status_of(R"({"prompt": "Hi", "max_tokens": 0})"), 400);
+}
+
+TEST_F(ProtocolTest, FieldErrorsNameTheField) {
+  try {
+    parse_completion_request(parse_body(R"({"prompt": "x", "temperature": "hot"})"), ctx_);
+    FAIL();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "temperature");
+  }
+  EXPECT_EQ(status_of(R"({"prompt": "x", "model": "other"})"), 404);
+  EXPECT_EQ(status_of(R"({"prompt": "x", "max_tokens": 16.0})"), 200);  // pydantic's int
+  EXPECT_EQ(status_of(R"({"prompt": "x", "max_tokens": 16.5})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt": "x", "n": 129})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt": "x", "stream_options": {}})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt": "x", "stream": true, "stream_options": {}})"), 200);
+}
+
+TEST_F(ProtocolTest, ChatRendersWithoutExtraSpecialTokens) {
+  auto r = parse_chat_request(
+      parse_body(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                     "max_completion_tokens": 5, "logprobs": true, "top_logprobs": 2})"),
+      ctx_);
+  EXPECT_NE(r.prompt.text.find("<|im_start|>user\nHi<|im_end|>"), std::string::npos);
+  EXPECT_TRUE(r.prompt.text.ends_with("<|im_start|>assistant\n"));
+  EXPECT_EQ(r.prompt.ids, model_.tokenizer->encode(r.prompt.text, false));
+  EXPECT_EQ(r.params.max_tokens, 5);
+  EXPECT_EQ(r.params.logprobs, 2);
+  EXPECT_EQ(status_of(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", true), 400);
+  EXPECT_EQ(status_of(R"({"messages": [{"role": "user", "content": "x"}],
+                          "chat_template": "{{ raise_exception('no') }}"})", true), 400);
+}
+
+TEST_F(ProtocolTest, ContinueFinalMessageCutsAfterItsContent) {
+  auto r = parse_chat_request(
+      parse_body(R"({"messages": [{"role": "user", "content": "Hi"},
+                                  {"role": "assistant", "content": "Hello, I am"}],
+                     "continue_final_message": true, "add_generation_prompt": false})"),
+      ctx_);
+  EXPECT_TRUE(r.prompt.text.ends_with("Hello, I am"));
+}
+
+TEST(ProtocolBody, DepthAndSyntax) {
+  EXPECT_THROW(parse_body("{"), ApiError);
+  EXPECT_THROW(parse_body(std::string(100, '[') + std::string(100, ']')), ApiError);
+  EXPECT_NO_THROW(parse_body(std::string(60, '[') + std::string(60, ']')));
+  EXPECT_THROW(parse_body("{\"a\": \"\xff\"}"), ApiError);
+}
+
+TEST(ErrorJson, OpenAiShape) {
+  const auto j = error_json(404, "The model `x` does not exist.", std::string("model"));
+  EXPECT_EQ(j["object"], "error");
+  EXPECT_EQ(j["error"]["message"], "The model `x` does not exist.");
+  EXPECT_EQ(j["error"]["type"], "NotFoundError");
+  EXPECT_EQ(j["error"]["param"], "model");
+  EXPECT_EQ(j["error"]["code"], 404);
+  EXPECT_TRUE(error_json(400, "bad")["error"]["param"].is_null());
+}
+
+}  // namespace
+}  // namespace vllm::server
