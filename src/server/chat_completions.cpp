@@ -45,7 +45,7 @@ class ChatEvents : public EventFormatter {
                                         {"logprobs", nullptr},
                                         {"finish_reason", nullptr}}});
       add_usage(chunk);
-      events.push_back(chunk.dump());
+      events.push_back(to_text(chunk));
     }
   }
 
@@ -64,7 +64,7 @@ class ChatEvents : public EventFormatter {
     ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
     chunk["choices"] = ojson::array({std::move(choice)});
     add_usage(chunk);
-    events.push_back(chunk.dump());
+    events.push_back(to_text(chunk));
   }
 
   void finish(std::vector<std::string>& events) override {
@@ -72,7 +72,7 @@ class ChatEvents : public EventFormatter {
     ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
     chunk["choices"] = ojson::array();
     chunk["usage"] = usage_of(r_, choices_).to_json();
-    events.push_back(chunk.dump());
+    events.push_back(to_text(chunk));
   }
 
  private:

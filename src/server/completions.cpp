@@ -101,7 +101,7 @@ class CompletionEvents : public EventFormatter {
     chunk["choices"] = ojson::array({std::move(choice)});
     if (r_.stream.include_usage && r_.stream.continuous_usage_stats)
       chunk["usage"] = asm_.usage().to_json();
-    events.push_back(chunk.dump());
+    events.push_back(to_text(chunk));
   }
 
   void finish(std::vector<std::string>& events) override {
@@ -109,7 +109,7 @@ class CompletionEvents : public EventFormatter {
     ojson chunk = envelope(id_, created_, r_.model);
     chunk["choices"] = ojson::array();
     chunk["usage"] = asm_.usage().to_json();
-    events.push_back(chunk.dump());
+    events.push_back(to_text(chunk));
   }
 
  private:

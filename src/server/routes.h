@@ -32,6 +32,8 @@ std::shared_ptr<Generation> start_generation(ServingContext& ctx, const std::str
                                              const std::vector<Prompt>& prompts,
                                              const SamplingParams& params, int priority);
 void set_json(httplib::Response& res, const ojson& body, int status = 200);
+// Compact JSON text; invalid UTF-8 (never expected) becomes U+FFFD instead of an exception.
+std::string to_text(const ojson& body);
 int64_t unix_time();
 
 }  // namespace vllm::server

@@ -16,9 +16,13 @@ int64_t unix_time() {
       .count();
 }
 
+std::string to_text(const ojson& body) {
+  return body.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
 void set_json(httplib::Response& res, const ojson& body, int status) {
   res.status = status;
-  res.set_content(body.dump(-1, ' ', false, ojson::error_handler_t::replace), "application/json");
+  res.set_content(to_text(body), "application/json");
 }
 
 std::shared_ptr<Generation> start_generation(ServingContext& ctx, const std::string& id,

@@ -2,41 +2,60 @@
 
 #include <httplib.h>
 
+#include "server/log.h"
+
 namespace vllm::server {
+
+namespace {
+
+struct StreamState {
+  std::shared_ptr<Generation> gen;
+  std::shared_ptr<EventFormatter> formatter;
+  bool started = false;
+};
+
+// One provider call: waits briefly for outputs and writes their events. False: stop.
+bool write_events(StreamState& s, httplib::DataSink& sink) {
+  std::vector<std::string> events;
+  if (!s.started) {
+    s.started = true;
+    s.formatter->start(events);
+  }
+  if (!s.gen->done())
+    for (const TaggedOutput& o : s.gen->next(std::chrono::milliseconds(250)))
+      s.formatter->output(o, events);
+  const bool end = s.gen->done();
+  if (end) s.formatter->finish(events);
+  std::string buf;
+  for (const std::string& e : events) buf += "data: " + e + "\n\n";
+  if (end) buf += "data: [DONE]\n\n";
+  if (!buf.empty() && !sink.write(buf.data(), buf.size())) {
+    s.gen->abort();  // the client is gone
+    return false;
+  }
+  if (end) sink.done();
+  return true;
+}
+
+}  // namespace
 
 void stream_events(httplib::Response& res, std::shared_ptr<Generation> gen,
                    std::shared_ptr<EventFormatter> formatter) {
-  struct State {
-    std::shared_ptr<Generation> gen;
-    std::shared_ptr<EventFormatter> formatter;
-    bool started = false;
-  };
-  auto st = std::make_shared<State>(State{std::move(gen), std::move(formatter)});
+  auto st = std::make_shared<StreamState>(StreamState{std::move(gen), std::move(formatter)});
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
       [st](size_t, httplib::DataSink& sink) {
-        std::vector<std::string> events;
-        if (!st->started) {
-          st->started = true;
-          st->formatter->start(events);
-        }
-        if (!st->gen->done())
-          for (const TaggedOutput& o : st->gen->next(std::chrono::milliseconds(250)))
-            st->formatter->output(o, events);
-        const bool end = st->gen->done();
-        if (end) st->formatter->finish(events);
-        std::string buf;
-        for (const std::string& e : events) buf += "data: " + e + "\n\n";
-        if (end) buf += "data: [DONE]\n\n";
-        if (!buf.empty() && !sink.write(buf.data(), buf.size())) {
+        // httplib runs the provider outside its handler try-block: nothing may escape.
+        try {
+          return write_events(*st, sink);
+        } catch (const std::exception& e) {
+          log_error(std::string("stream ") + st->gen->id() + " failed: " + e.what());
           st->gen->abort();
           return false;
         }
-        if (end) sink.done();
-        return true;
       },
       [st](bool success) {
         if (!success) st->gen->abort();
