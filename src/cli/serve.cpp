@@ -99,6 +99,16 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--tensor-parallel-size", a->tensor_parallel_size, "Only 1 for now");
   cmd->add_option("--log-level", a->log_level, "debug, info, warning, error, critical")->capture_default_str();
   cmd->add_option("--threads,-t", a->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd->add_option_function<std::string>("--scheduling-policy", [a](const std::string& v) {
+        a->config.engine.priority_policy = v == "priority";
+      }, "fcfs (default) or priority (lower 'priority' values first)")
+      ->check(CLI::IsMember({"fcfs", "priority"}));
+  cmd->add_flag("--disable-log-stats", [a](int64_t) { a->config.log_stats = false; },
+                "No periodic throughput lines");
+  cmd->add_flag("--disable-uvicorn-access-log", [a](int64_t) { a->config.access_log = false; },
+                "No line per HTTP request");
+  cmd->add_flag("--disable-log-requests", [](int64_t) {},
+                "Accepted for vLLM compatibility (requests are logged at --log-level debug)");
   cmd->add_option("--drain-timeout", c.drain_timeout_s,
                   "Seconds in-flight requests get after SIGTERM before they are aborted")
       ->check(CLI::Range(0, 3600))->capture_default_str();

@@ -105,8 +105,8 @@ void configure(httplib::Server& svr, ServingContext& ctx) {
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     set_json(res, error_json(500, "internal server error"), 500);
   });
-  svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    if (!log_enabled(LogLevel::kInfo)) return;
+  svr.set_logger([&ctx](const httplib::Request& req, const httplib::Response& res) {
+    if (!ctx.config.access_log || !log_enabled(LogLevel::kInfo)) return;
     log_info(req.remote_addr + ":" + std::to_string(req.remote_port) + " - \"" + req.method + " " +
              req.path + " " + req.version + "\" " + std::to_string(res.status) + " " +
              reason_phrase(res.status));
@@ -126,6 +126,42 @@ std::string load_chat_template(const ServerConfig& config, const Tokenizer& tok,
   }
   return "";
 }
+
+// vLLM's periodic engine line: throughput since the last line, queue sizes, cache use.
+class StatsLogger {
+ public:
+  explicit StatsLogger(ServingContext& ctx) : ctx_(ctx), last_(std::chrono::steady_clock::now()) {}
+  void tick() {
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - last_).count();
+    if (!ctx_.config.log_stats || dt < 10.0) return;
+    const int64_t prompt = ctx_.metrics.prompt_tokens(), gen = ctx_.metrics.generation_tokens();
+    const core::SchedulerStats s = ctx_.engine->stats();
+    const bool idle = prompt == prompt_ && gen == gen_ && s.num_running == 0 && s.num_waiting == 0;
+    if (!idle) {
+      const double hit = s.prefix_cache_queries > queries_
+          ? 100.0 * (s.prefix_cache_hits - hits_) / (s.prefix_cache_queries - queries_) : 0.0;
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f "
+                    "tokens/s, Running: %d reqs, Waiting: %d reqs, KV cache usage: %.1f%%, "
+                    "Prefix cache hit rate: %.1f%%",
+                    (prompt - prompt_) / dt, (gen - gen_) / dt, s.num_running, s.num_waiting,
+                    100.0 * s.kv_cache_usage, hit);
+      log_info(line);
+    }
+    last_ = now;
+    prompt_ = prompt;
+    gen_ = gen;
+    queries_ = s.prefix_cache_queries;
+    hits_ = s.prefix_cache_hits;
+  }
+
+ private:
+  ServingContext& ctx_;
+  std::chrono::steady_clock::time_point last_;
+  int64_t prompt_ = 0, gen_ = 0, queries_ = 0, hits_ = 0;
+};
 
 // Drain: refuse new work, give in-flight requests the timeout, abort the rest, stop listening.
 void drain(ServingContext& ctx, httplib::Server& svr, const sigset_t& signals) {
@@ -189,7 +225,10 @@ int run_server(ServerConfig config) {
   httplib::Server svr;
   configure(svr, ctx);
   add_routes(svr, ctx);
-  if (!svr.bind_to_port(cfg.host, cfg.port)) {
+  // Port 0: any free port (the log line names it).
+  const int port = cfg.port == 0 ? svr.bind_to_any_port(cfg.host)
+                                 : (svr.bind_to_port(cfg.host, cfg.port) ? cfg.port : -1);
+  if (port <= 0) {
     log_error("[Errno 98] error while attempting to bind on address ('" + cfg.host + "', " +
               std::to_string(cfg.port) + "): address already in use or not available");
     return 1;
@@ -200,9 +239,11 @@ int run_server(ServerConfig config) {
     listening = false;
   });
   log_info("Application startup complete. Listening on http://" + cfg.host + ":" +
-           std::to_string(cfg.port) + " (Press CTRL+C to quit)");
+           std::to_string(port) + " (Press CTRL+C to quit)");
+  StatsLogger stats(ctx);
   timespec tick{0, 200'000'000};
   for (;;) {
+    stats.tick();
     const int sig = sigtimedwait(&signals, nullptr, &tick);
     if (sig > 0) {
       log_info(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));

@@ -38,6 +38,9 @@ class Metrics {
   void observe_e2e(double s) { e2e_.observe(s); }
   void count_finished(const std::string& reason);
 
+  int64_t prompt_tokens() const { return prompt_tokens_.load(); }
+  int64_t generation_tokens() const { return generation_tokens_.load(); }
+
   std::string render(const std::string& model_name, const core::SchedulerStats& stats) const;
 
  private:

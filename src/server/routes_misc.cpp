@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "server/api_error.h"
+#include "server/log.h"
 #include "server/routes.h"
 #include "server/serving.h"
 
@@ -29,6 +30,14 @@ std::shared_ptr<Generation> start_generation(ServingContext& ctx, const std::str
                                              const std::vector<Prompt>& prompts,
                                              const SamplingParams& params, int priority) {
   auto gen = std::make_shared<Generation>(ctx, id);
+  if (log_enabled(LogLevel::kDebug)) {
+    size_t tokens = 0;
+    for (const Prompt& p : prompts) tokens += p.ids.size();
+    log(LogLevel::kDebug, "Received request " + id + ": " + std::to_string(prompts.size()) +
+                              " prompt(s), " + std::to_string(tokens) + " tokens, n=" +
+                              std::to_string(params.n) + ", temperature=" +
+                              std::to_string(params.temperature));
+  }
   for (const Prompt& p : prompts) {
     SamplingParams sp = params;
     sp.max_tokens = p.max_tokens;

@@ -24,7 +24,8 @@ struct ServerConfig {
   size_t max_body_bytes = size_t(32) << 20;
   int drain_timeout_s = 30;          // SIGTERM: time in-flight requests get before an abort
   int max_n = 128;                   // cap on n and on choices of one request
-  bool log_requests = false;         // --log-level debug
+  bool access_log = true;            // one line per HTTP request (uvicorn's)
+  bool log_stats = true;             // throughput and cache lines every 10 s while busy
   EngineConfig engine;
 };
 
