@@ -2,10 +2,15 @@
 """Byte-exact tokenizer oracles for tests/tokenizer: a deterministic corpus plus, per tokenizer,
 the ids and decodes produced by Hugging Face `tokenizers` (see fixtures/tokenizer/manifest.json).
 
-Usage (from the repo root):  python3 tools/make_tokenizer_fixtures.py
-  --tokenizers DIR  tokenizer folders (default ../shared/tokenizers: llama2 llama3 qwen3 gemma3 deepseek_v3)
-  --gguf FILE       SmolLM2 GGUF (default models/SmolLM2-135M-Instruct.Q4_1.gguf)
-  --out DIR         default fixtures/tokenizer
+Usage (from the repo root):
+  python3 tools/make_tokenizer_fixtures.py --crosscheck-python PY
+    --tokenizers DIR  tokenizer folders (default ../shared/tokenizers: llama2 llama3 qwen3 gemma3 deepseek_v3)
+    --gguf FILE       SmolLM2 GGUF (default models/SmolLM2-135M-Instruct.Q4_1.gguf)
+    --out DIR         default fixtures/tokenizer
+    --crosscheck-python PY  a Python with transformers 4.x and gguf (no torch needed), for the
+                      llama2_gguf fixture and the SmolLM2 cross-check; without it both keep their
+                      previous state
+  python3 tools/make_tokenizer_fixtures.py --write-unicode-tables src/tokenizer
 
 Reference rules (documented in the manifest):
   * ids come from `tokenizers.Tokenizer.from_file(tokenizer.json)`, with the one change
@@ -16,10 +21,13 @@ Reference rules (documented in the manifest):
   * invalid UTF-8 input: a Python str cannot hold it, so the reference encodes
     bytes.decode("utf-8", "replace") (each maximal ill-formed subpart -> U+FFFD); the C++
     tokenizer applies the same replacement to raw bytes.
-  * GGUF: a `tokenizers` pipeline built from the GGUF's tokenizer.ggml.* data the way the
-    real SmolLM2 tokenizer.json is built (Digits(individual) + ByteLevel), honouring
-    add_bos_token/add_eos_token. transformers' own GGUF loader is checked against it when
-    importable (see the manifest's gguf_crosscheck).
+  * SmolLM2 GGUF: a `tokenizers` pipeline built from the GGUF's tokenizer.ggml.* data the way
+    the real SmolLM2 tokenizer.json is built (Digits(individual) + ByteLevel), honouring
+    add_bos_token/add_eos_token; transformers' own GGUF loader is compared with it
+    (gguf_crosscheck in the manifest).
+  * SentencePiece GGUF: transformers 4.x loading a llama-type GGUF written from llama2's
+    tokenizer.json (llama2_gguf).
+  * *_variant: shared tokenizer.json files with components swapped, for options they lack.
 """
 import argparse
 import hashlib
@@ -443,26 +451,6 @@ def sha256(path):
 # ----------------------------------------------------------------------------------------------
 # transformers' GGUF loader, as a cross-check of the GGUF reference
 # ----------------------------------------------------------------------------------------------
-def transformers_gguf_dump(gguf_path, corpus_path, out_path):
-    """Runs under a Python with transformers 4.x. Its GGUF tokenizer path needs only metadata,
-    but a guard asks for torch; the guard is lifted for this metadata-only load."""
-    import transformers
-    import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    from transformers import AutoTokenizer
-    gguf_utils.is_torch_available = lambda: True
-    tok = AutoTokenizer.from_pretrained(os.path.dirname(os.path.abspath(gguf_path)),
-                                        gguf_file=os.path.basename(gguf_path))
-    out = {"version": transformers.__version__, "rows": []}
-    for line in open(corpus_path, encoding="utf-8"):
-        rec = json.loads(line)
-        text = rec["t"] if "t" in rec else as_text(bytes.fromhex(rec["x"]))
-        n = tok.encode(text, add_special_tokens=False)
-        a = tok.encode(text, add_special_tokens=True)
-        out["rows"].append([n, a, tok.decode(n, skip_special_tokens=False, clean_up_tokenization_spaces=False),
-                            tok.decode(a, skip_special_tokens=True, clean_up_tokenization_spaces=False)])
-    json.dump(out, open(out_path, "w"))
-
-
 def llama_gguf_from_hf(folder):
     """tokenizer.ggml.* data for a SentencePiece ("llama") GGUF made from an HF llama tokenizer.json:
     tokens by id; types 3 (control) for special added tokens, 6 for <0xAB>, 2 for <unk>, 1 else;
@@ -534,48 +522,53 @@ def transformers_gguf_records(gguf_path, corpus_path, name, out_path):
 
 
 def llama_gguf_fixture(python, tokenizers_dir, corpus_path, out_path):
-    import subprocess
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         gguf_path = os.path.join(tmp, "llama2-vocab.gguf")
         write_llama_gguf(gguf_path, llama_gguf_from_hf(os.path.join(tokenizers_dir, "llama2")))
-        r = subprocess.run([python, os.path.abspath(__file__), "--gguf-records", out_path, "--gguf", gguf_path,
-                            "--corpus", corpus_path, "--name", "llama2_gguf"], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip().splitlines()[-1:])
+        run_transformers_records(python, gguf_path, corpus_path, "llama2_gguf", out_path)
     head = json.loads(open(out_path, encoding="utf-8").readline())
     return f"transformers {head['transformers']} (tokenizers {head['tokenizers']}) loading a llama GGUF " \
            f"made from llama2/tokenizer.json (types and scores: see llama_gguf_from_hf)"
 
 
-def crosscheck_gguf(python, tok, gguf_path, corpus_path, tmp_path):
+def run_transformers_records(python, gguf_path, corpus_path, name, out_path):
     import subprocess
-    r = subprocess.run([python, os.path.abspath(__file__), "--transformers-gguf-dump", tmp_path,
-                        "--gguf", gguf_path, "--corpus", corpus_path], capture_output=True, text=True)
+    r = subprocess.run([python, os.path.abspath(__file__), "--gguf-records", out_path, "--gguf", gguf_path,
+                        "--corpus", corpus_path, "--name", name], capture_output=True, text=True)
     if r.returncode != 0:
-        return {"status": "skipped", "reason": r.stderr.strip().splitlines()[-1:]}
-    dump = json.load(open(tmp_path))
-    os.remove(tmp_path)
-    diff = {"ids_without_special": 0, "ids_with_special": 0, "decode": 0, "decode_skip_special": 0}
+        raise RuntimeError(r.stderr.strip().splitlines()[-1:])
+
+
+def crosscheck_gguf(python, ref_path, gguf_path, corpus_path):
+    """Compares our GGUF reference records with transformers' for the same GGUF."""
+    tmp = ref_path + ".transformers"
+    try:
+        run_transformers_records(python, gguf_path, corpus_path, "crosscheck", tmp)
+    except RuntimeError as e:
+        return {"status": "skipped", "reason": str(e)}
+    texts = [as_text(b) for b in read_corpus(corpus_path)]
+    (ref_head, *ref), (tf_head, *tf) = [[json.loads(l) for l in open(p, encoding="utf-8")] for p in (ref_path, tmp)]
+    os.remove(tmp)
+
+    def expand(head, rec, text):
+        n = rec["n"]
+        d = rec.get("d", text)
+        return {"ids_without_special": n, "ids_with_special": rec.get("a", head["prefix"] + n + head["suffix"]),
+                "decode": d, "decode_skip_special": rec.get("s", d)}
+    diff = dict.fromkeys(["ids_without_special", "ids_with_special", "decode", "decode_skip_special"], 0)
     examples = []
-    for line, (n, a, d, s) in zip(open(corpus_path, encoding="utf-8"), dump["rows"]):
-        rec = json.loads(line)
-        text = rec["t"] if "t" in rec else as_text(bytes.fromhex(rec["x"]))
-        rn = tok.encode(text, add_special_tokens=False).ids
-        ra = tok.encode(text, add_special_tokens=True).ids
-        checks = [("ids_without_special", rn == n), ("ids_with_special", ra == a),
-                  ("decode", tok.decode(rn, skip_special_tokens=False) == d),
-                  ("decode_skip_special", tok.decode(ra, skip_special_tokens=True) == s)]
-        for key, ok in checks:
-            if not ok:
+    for text, r, t in zip(texts, ref, tf):
+        x, y = expand(ref_head, r, text), expand(tf_head, t, text)
+        for key in diff:
+            if x[key] != y[key]:
                 diff[key] += 1
-                if key != "ids_with_special" and len(examples) < 5:
-                    examples.append({"text": text, "check": key})
-    return {"status": "compared", "transformers": dump["version"], "rows": len(dump["rows"]),
+                if key == "ids_without_special" and len(examples) < 5:
+                    examples.append(text)
+    return {"status": "compared", "transformers": tf_head["transformers"], "rows": len(texts),
             "mismatches": diff, "examples": examples,
             "known_causes": "transformers' GGUF converter uses ByteLevel(use_regex) without Digits(individual) "
-                            "and always adds BOS (it ignores tokenizer.ggml.add_bos_token); decodes compared "
-                            "without clean_up_tokenization_spaces"}
+                            "and always adds BOS (it ignores tokenizer.ggml.add_bos_token)"}
 
 
 def _ranges(cps):
@@ -729,7 +722,6 @@ def main():
     ap.add_argument("--out", default="fixtures/tokenizer")
     ap.add_argument("--crosscheck-python", default="",
                     help="a Python with transformers 4.x + gguf for the GGUF cross-check")
-    ap.add_argument("--transformers-gguf-dump", default="")
     ap.add_argument("--corpus", default="")
     ap.add_argument("--gguf-records", default="")
     ap.add_argument("--name", default="")
@@ -740,8 +732,6 @@ def main():
         return write_unicode_tables(args.write_unicode_tables)
     if args.gguf_records:
         return transformers_gguf_records(args.gguf, args.corpus, args.name, args.gguf_records)
-    if args.transformers_gguf_dump:
-        return transformers_gguf_dump(args.gguf, args.corpus, args.transformers_gguf_dump)
 
     os.makedirs(args.out, exist_ok=True)
     corpus = build_corpus()
@@ -788,8 +778,8 @@ def main():
         write_jsonl(path, head, lines)
         entry = {"file": f"{name}.jsonl", "source": source, "reference": note, "sha256": sha256(path)}
         if name == "smollm2_gguf":
-            entry["gguf_crosscheck"] = (crosscheck_gguf(args.crosscheck_python, tok, args.gguf, corpus_path,
-                                                        path + ".tmp") if args.crosscheck_python
+            entry["gguf_crosscheck"] = (crosscheck_gguf(args.crosscheck_python, path, args.gguf, corpus_path)
+                                        if args.crosscheck_python
                                         else {"status": "skipped", "reason": "no --crosscheck-python"})
         manifest["tokenizers"][name] = entry
         loaded[name] = tok

@@ -10,7 +10,8 @@ namespace vllm::tok {
 namespace {
 
 bool is_word_char(char32_t c) {
-  if (c < 0x80) return c == '_' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+  if (c < 0x80)
+    return c == '_' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
   static const Regex word(R"(\w)");
   std::string s;
   utf8_append(s, c);
@@ -83,7 +84,8 @@ std::vector<Span> AddedVocab::split(std::string_view text, bool normalized) cons
       if (!trie.first_bytes.test(static_cast<unsigned char>(text[i]))) continue;
       int32_t node = 0;
       for (size_t j = i; j < text.size(); ++j) {
-        auto it = trie.edges.find((static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[j]));
+        auto it = trie.edges.find((static_cast<uint64_t>(node) << 8) |
+                                  static_cast<unsigned char>(text[j]));
         if (it == trie.edges.end()) break;
         node = it->second;
         if (trie.terminal[node] >= 0) {

@@ -55,8 +55,8 @@ class AddedVocab {
   };
 
   std::vector<AddedToken> tokens_;
-  TokenMap by_content_;                          // content -> index into tokens_
-  std::unordered_map<int32_t, size_t> by_id_;    // id -> index into tokens_
+  TokenMap by_content_;                        // content -> index into tokens_
+  std::unordered_map<int32_t, size_t> by_id_;  // id -> index into tokens_
   Trie raw_trie_, normalized_trie_;
 };
 

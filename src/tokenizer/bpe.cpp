@@ -34,9 +34,10 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
     auto ia = vocab_.find(a), ib = vocab_.find(b);
-    std::string joined = a + (prefix_len > 0 && b.compare(0, prefix_len, options_.continuing_subword_prefix) == 0
-                                  ? b.substr(prefix_len)
-                                  : b);
+    std::string joined =
+        a + (prefix_len > 0 && b.compare(0, prefix_len, options_.continuing_subword_prefix) == 0
+                 ? b.substr(prefix_len)
+                 : b);
     auto in = vocab_.find(joined);
     if (ia == vocab_.end() || ib == vocab_.end() || in == vocab_.end()) continue;
     merges_.insert_or_assign(pair_key(ia->second, ib->second),
@@ -50,7 +51,8 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    if (auto it = vocab_.find(std::string_view(name)); it != vocab_.end()) byte_ids_[b] = it->second;
+    if (auto it = vocab_.find(std::string_view(name)); it != vocab_.end())
+      byte_ids_[b] = it->second;
   }
 }
 
@@ -97,7 +99,8 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& ids)
   std::optional<int32_t> pending_unk;
   std::string key;
   for (size_t i = 0; i < word.size();) {
-    const size_t n = std::min(utf8_char_length(static_cast<unsigned char>(word[i])), word.size() - i);
+    const size_t n =
+        std::min(utf8_char_length(static_cast<unsigned char>(word[i])), word.size() - i);
     const std::string_view ch = word.substr(i, n);
     const bool is_first = i == 0, is_last = i + n == word.size();
     i += n;

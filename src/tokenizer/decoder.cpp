@@ -1,9 +1,8 @@
 // Decoder implementations (tokenizers' decode_chain semantics) and construction from JSON.
 #include "tokenizer/decoder.h"
 
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/normalizer.h"
@@ -25,8 +24,10 @@ class ByteLevelDecoder final : public Decoder {
       bool mapped = true;
       for (size_t i = 0; i < t.size() && mapped;) {
         const char32_t c = utf8_next(t, i);
-        if (c < map.size() && map[c] >= 0) bytes.push_back(static_cast<char>(map[c]));
-        else mapped = false;
+        if (c < map.size() && map[c] >= 0)
+          bytes.push_back(static_cast<char>(map[c]));
+        else
+          mapped = false;
       }
       if (!mapped) {
         bytes.resize(mark);
@@ -73,7 +74,8 @@ class ByteFallbackDecoder final : public Decoder {
     size_t run_tokens = 0;
     auto flush = [&] {
       if (run_tokens == 0) return;
-      if (utf8_is_valid(run)) out.push_back(run);
+      if (utf8_is_valid(run))
+        out.push_back(run);
       else
         for (size_t k = 0; k < run_tokens; ++k) out.emplace_back(kReplacementChar);
       run.clear();
@@ -128,7 +130,8 @@ class StripDecoder final : public Decoder {
 
 class SequenceDecoder final : public Decoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts)
+      : parts_(std::move(parts)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& p : parts_) p->decode_chain(tokens);
   }
@@ -161,7 +164,9 @@ std::unique_ptr<Decoder> make_byte_level_decoder() { return std::make_unique<Byt
 std::unique_ptr<Decoder> make_replace_decoder(std::string pattern, std::string content) {
   return std::make_unique<ReplaceDecoder>(std::move(pattern), std::move(content));
 }
-std::unique_ptr<Decoder> make_byte_fallback_decoder() { return std::make_unique<ByteFallbackDecoder>(); }
+std::unique_ptr<Decoder> make_byte_fallback_decoder() {
+  return std::make_unique<ByteFallbackDecoder>();
+}
 std::unique_ptr<Decoder> make_fuse_decoder() { return std::make_unique<FuseDecoder>(); }
 std::unique_ptr<Decoder> make_strip_decoder(std::string content, size_t start, size_t stop) {
   return std::make_unique<StripDecoder>(std::move(content), start, stop);
@@ -182,11 +187,13 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j) {
   if (type == "Replace") {
     const auto& pat = j.at("pattern");
     if (!pat.contains("String")) throw Error("unsupported Replace decoder pattern: " + pat.dump());
-    return make_replace_decoder(pat["String"].get<std::string>(), j.at("content").get<std::string>());
+    return make_replace_decoder(pat["String"].get<std::string>(),
+                                j.at("content").get<std::string>());
   }
   if (type == "Metaspace") {
     bool strip_first = j.value("add_prefix_space", true);
-    if (j.contains("prepend_scheme")) strip_first = j["prepend_scheme"].get<std::string>() != "never";
+    if (j.contains("prepend_scheme"))
+      strip_first = j["prepend_scheme"].get<std::string>() != "never";
     return std::make_unique<MetaspaceDecoder>(j.value("replacement", std::string("\u2581")),
                                               strip_first);
   }

@@ -2,12 +2,11 @@
 // a chain over the list of token strings, whose results are concatenated.
 #pragma once
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace vllm::tok {
 

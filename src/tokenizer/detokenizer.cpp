@@ -27,7 +27,8 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool 
   for (size_t n = take; n <= std::min<size_t>(context.size(), 24); ++n) {
     take = n;
     const auto tail = context.subspan(context.size() - n);
-    if (tokenizer_.decode(tail, skip_special_tokens_).find(tok::kReplacementChar) == std::string::npos)
+    if (tokenizer_.decode(tail, skip_special_tokens_).find(tok::kReplacementChar) ==
+        std::string::npos)
       break;
   }
   window_.assign(context.end() - static_cast<std::ptrdiff_t>(take), context.end());
@@ -51,7 +52,8 @@ std::string IncrementalDetokenizer::take(const std::string& text) {
   if (text.compare(0, prefix_text_.size(), prefix_text_) == 0) {
     common = prefix_text_.size();
   } else {  // cannot happen for the supported decoders; never re-emit text
-    while (common < text.size() && common < prefix_text_.size() && text[common] == prefix_text_[common])
+    while (common < text.size() && common < prefix_text_.size() &&
+           text[common] == prefix_text_[common])
       ++common;
     common = std::max(common, std::min(prefix_text_.size(), text.size()));
   }

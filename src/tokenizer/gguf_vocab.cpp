@@ -41,7 +41,8 @@ void set_gpt2_pre(const std::string& pre, tok::Pipeline& p) {
     seq.push_back(tok::make_regex_split(kQwen2Pattern, SplitBehavior::kIsolated));
     seq.push_back(tok::make_byte_level(false, false));
   } else if (pre == "deepseek-v3") {
-    for (const char* re : kDeepseekV3Patterns) seq.push_back(tok::make_regex_split(re, SplitBehavior::kIsolated));
+    for (const char* re : kDeepseekV3Patterns)
+      seq.push_back(tok::make_regex_split(re, SplitBehavior::kIsolated));
     seq.push_back(tok::make_byte_level(false, false));
   } else {
     throw Error("unsupported GGUF tokenizer.ggml.pre '" + pre +
@@ -55,7 +56,8 @@ void set_gpt2_pre(const std::string& pre, tok::Pipeline& p) {
 // token's score descending (stable).
 std::vector<std::pair<std::string, std::string>> merges_from_scores(const GgufVocab& v) {
   tok::TokenMap index;
-  for (size_t i = 0; i < v.tokens.size(); ++i) index.insert_or_assign(v.tokens[i], static_cast<int32_t>(i));
+  for (size_t i = 0; i < v.tokens.size(); ++i)
+    index.insert_or_assign(v.tokens[i], static_cast<int32_t>(i));
   auto score_of = [&](std::string_view t) { return v.scores[index.find(t)->second]; };
   struct Candidate {
     float score;
@@ -69,7 +71,8 @@ std::vector<std::pair<std::string, std::string>> merges_from_scores(const GgufVo
     for (size_t cut = 0; cut < t.size();) {
       cut += tok::utf8_char_length(static_cast<unsigned char>(t[cut]));
       if (cut >= t.size()) break;
-      const std::string_view l = std::string_view(t).substr(0, cut), r = std::string_view(t).substr(cut);
+      const std::string_view l = std::string_view(t).substr(0, cut),
+                             r = std::string_view(t).substr(cut);
       if (index.find(l) != index.end() && index.find(r) != index.end())
         local.push_back({v.scores[i], std::string(l), std::string(r)});
     }
@@ -99,12 +102,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf_vocab(const GgufVocab& v) {
              "GGUF token_type count differs from the token count");
   auto p = std::make_unique<tok::Pipeline>();
   auto token_at = [&](std::optional<int32_t> id) -> std::string {
-    return id && *id >= 0 && static_cast<size_t>(*id) < v.tokens.size() ? v.tokens[*id] : std::string();
+    return id && *id >= 0 && static_cast<size_t>(*id) < v.tokens.size() ? v.tokens[*id]
+                                                                        : std::string();
   };
 
   std::vector<std::pair<std::string, int32_t>> vocab;
   vocab.reserve(v.tokens.size());
-  for (size_t i = 0; i < v.tokens.size(); ++i) vocab.emplace_back(v.tokens[i], static_cast<int32_t>(i));
+  for (size_t i = 0; i < v.tokens.size(); ++i)
+    vocab.emplace_back(v.tokens[i], static_cast<int32_t>(i));
   std::vector<std::pair<std::string, std::string>> merges;
   if (!v.merges.empty()) {
     for (const auto& m : v.merges) {
@@ -113,7 +118,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf_vocab(const GgufVocab& v) {
       merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
     }
   } else if (spm) {
-    VLLM_CHECK(v.scores.size() == v.tokens.size(), "GGUF llama vocabulary needs one score per token");
+    VLLM_CHECK(v.scores.size() == v.tokens.size(),
+               "GGUF llama vocabulary needs one score per token");
     merges = merges_from_scores(v);
   }
   tok::BpeOptions options;
@@ -153,7 +159,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf_vocab(const GgufVocab& v) {
   };
   for (size_t i = 0; i < v.token_types.size(); ++i) {
     const int32_t type = v.token_types[i];
-    if (type == kTypeControl || type == kTypeUserDefined) add(static_cast<int32_t>(i), type == kTypeControl);
+    if (type == kTypeControl || type == kTypeUserDefined)
+      add(static_cast<int32_t>(i), type == kTypeControl);
   }
   for (const auto& id : {v.bos_id, v.eos_id, v.unk_id, v.pad_id})
     if (!token_at(id).empty()) add(*id, true);

@@ -91,7 +91,8 @@ class Handler : public nlohmann::json_sax<json> {
     return true;
   }
 
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& e) override {
     throw Error("bad JSON at byte " + std::to_string(position) + ": " + e.what());
   }
 

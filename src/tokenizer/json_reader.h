@@ -2,11 +2,10 @@
 // vectors (a DOM of a 30 MB file costs seconds); everything else becomes an nlohmann::json.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace vllm::tok {
 

@@ -125,7 +125,8 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j) {
   if (type == "NFC") return make_nfc_normalizer();
   if (type == "Prepend") return make_prepend_normalizer(j.at("prepend").get<std::string>());
   if (type == "Strip")
-    return std::make_unique<StripNormalizer>(j.value("strip_left", true), j.value("strip_right", true));
+    return std::make_unique<StripNormalizer>(j.value("strip_left", true),
+                                             j.value("strip_right", true));
   if (type == "Replace") {
     const auto& pat = j.at("pattern");
     std::string content = j.at("content").get<std::string>();

@@ -27,14 +27,17 @@ struct Pipeline {
   std::string bos_token, eos_token;
   std::optional<std::string> chat_template;
 
-  // Derived by finalize(): per-id token strings and special flags over model + added tokens.
+  // Derived by finalize(): per-id token strings and flags over model + added tokens. Flags:
+  // bit 0 known id, bit 1 special (skipped by decode), bit 2 a <0xAB> byte token.
   std::vector<std::string> id_to_token;
-  std::vector<uint8_t> id_flags;  // bit 0: known id, bit 1: special (skipped by decode), bit 2: <0xAB>
+  std::vector<uint8_t> id_flags;
   void finalize();
 
   void encode(std::string_view text, bool add_special_tokens, std::vector<int32_t>& out) const;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
-  bool known(int32_t id) const { return id >= 0 && id < static_cast<int32_t>(id_flags.size()) && (id_flags[id] & 1); }
+  bool known(int32_t id) const {
+    return id >= 0 && id < static_cast<int32_t>(id_flags.size()) && (id_flags[id] & 1);
+  }
   bool special(int32_t id) const { return known(id) && (id_flags[id] & 2); }
   bool byte_token(int32_t id) const { return known(id) && (id_flags[id] & 4); }
 };

@@ -38,22 +38,28 @@ std::vector<Segment> apply_behavior(std::vector<Segment> segs, SplitBehavior beh
       return segs;
     case SplitBehavior::kMergedWithPrevious:
       for (const auto& s : segs) {
-        if (s.is_match && !previous_match && !out.empty()) out.back().end = s.end;
-        else out.push_back(s);
+        if (s.is_match && !previous_match && !out.empty())
+          out.back().end = s.end;
+        else
+          out.push_back(s);
         previous_match = s.is_match;
       }
       return out;
     case SplitBehavior::kMergedWithNext:
       for (auto it = segs.rbegin(); it != segs.rend(); ++it) {
-        if (it->is_match && !previous_match && !out.empty()) out.back().start = it->start;
-        else out.push_back(*it);
+        if (it->is_match && !previous_match && !out.empty())
+          out.back().start = it->start;
+        else
+          out.push_back(*it);
         previous_match = it->is_match;
       }
       return {out.rbegin(), out.rend()};
     case SplitBehavior::kContiguous:
       for (size_t i = 0; i < segs.size(); ++i) {
-        if (i > 0 && segs[i].is_match == previous_match) out.back().end = segs[i].end;
-        else out.push_back(segs[i]);
+        if (i > 0 && segs[i].is_match == previous_match)
+          out.back().end = segs[i].end;
+        else
+          out.push_back(segs[i]);
         previous_match = segs[i].is_match;
       }
       return out;
@@ -65,7 +71,10 @@ class SplitPreTokenizer final : public PreTokenizer {
  public:
   SplitPreTokenizer(std::string literal, std::unique_ptr<Regex> regex, SplitBehavior behavior,
                     bool invert)
-      : literal_(std::move(literal)), regex_(std::move(regex)), behavior_(behavior), invert_(invert) {}
+      : literal_(std::move(literal)),
+        regex_(std::move(regex)),
+        behavior_(behavior),
+        invert_(invert) {}
 
   void pre_tokenize(std::vector<Piece>& pieces) const override {
     std::vector<Piece> out;
@@ -87,7 +96,8 @@ class SplitPreTokenizer final : public PreTokenizer {
       }
       if (prev != t.size()) segs.push_back({prev, t.size(), invert_});
       for (const auto& s : apply_behavior(std::move(segs), behavior_))
-        if (s.end > s.start) out.push_back({t.substr(s.start, s.end - s.start), piece.first && s.start == 0});
+        if (s.end > s.start)
+          out.push_back({t.substr(s.start, s.end - s.start), piece.first && s.start == 0});
     }
     pieces = std::move(out);
   }
@@ -189,7 +199,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j) {
     const auto& pat = j.at("pattern");
     const SplitBehavior behavior = parse_behavior(j.at("behavior").get<std::string>());
     const bool invert = j.value("invert", false);
-    if (pat.contains("Regex")) return make_regex_split(pat["Regex"].get<std::string>(), behavior, invert);
+    if (pat.contains("Regex"))
+      return make_regex_split(pat["Regex"].get<std::string>(), behavior, invert);
     return std::make_unique<SplitPreTokenizer>(pat.at("String").get<std::string>(), nullptr,
                                                behavior, invert);
   }

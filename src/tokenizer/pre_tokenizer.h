@@ -2,16 +2,16 @@
 // text into words for the model. Pieces never come out empty.
 #pragma once
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace vllm::tok {
 
 struct Piece {
   std::string text;
-  bool first = false;  // starts at offset 0 of the original input (Metaspace prepend_scheme "first")
+  bool first =
+      false;  // starts at offset 0 of the original input (Metaspace prepend_scheme "first")
 };
 
 class PreTokenizer {

@@ -40,8 +40,10 @@ std::string format_ranges(const CodeRange* begin, const CodeRange* end) {
   std::string out;
   char buf[32];
   for (const CodeRange* r = begin; r != end; ++r) {
-    if (r->first == r->last) std::snprintf(buf, sizeof(buf), "\\x{%X}", unsigned(r->first));
-    else std::snprintf(buf, sizeof(buf), "\\x{%X}-\\x{%X}", unsigned(r->first), unsigned(r->last));
+    if (r->first == r->last)
+      std::snprintf(buf, sizeof(buf), "\\x{%X}", unsigned(r->first));
+    else
+      std::snprintf(buf, sizeof(buf), "\\x{%X}-\\x{%X}", unsigned(r->first), unsigned(r->last));
     out += buf;
   }
   return out;
@@ -173,8 +175,8 @@ void Regex::for_each_match(std::string_view text,
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos <= text.size()) {
-    const int rc = pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, st.data,
-                               st.context);
+    const int rc =
+        pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, st.data, st.context);
     if (rc == PCRE2_ERROR_NOMATCH) return;
     VLLM_CHECK(rc >= 0, "regex match failed (", pcre2_message(rc), "): ", pattern_);
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(st.data);

@@ -54,7 +54,8 @@ void Pipeline::encode(std::string_view text, bool add_special_tokens,
         continue;
       }
       words.clear();
-      words.push_back({piece.substr(sub.start, sub.end - sub.start), raw.start == 0 && sub.start == 0});
+      words.push_back(
+          {piece.substr(sub.start, sub.end - sub.start), raw.start == 0 && sub.start == 0});
       if (pre_tokenizer) pre_tokenizer->pre_tokenize(words);
       for (const Piece& w : words) model->tokenize(w.text, out);
     }

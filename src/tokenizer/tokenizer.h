@@ -67,6 +67,7 @@ class Tokenizer {
 // that e.g. the leading space of the first generated word survives SentencePiece decoding.
 class IncrementalDetokenizer {
  public:
+  // Keeps a reference to tokenizer, which must outlive this object.
   IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens = false,
                          std::span<const int32_t> context = {});
   std::string push(int32_t id);
@@ -80,7 +81,7 @@ class IncrementalDetokenizer {
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
   std::vector<int32_t> ids_;     // generated ids
-  std::vector<int32_t> window_;  // tokens since the last-but-one emission point
+  std::vector<int32_t> window_;  // recent tokens: a few already emitted ones, then pending ones
   std::string prefix_text_;      // decode(window_) at the last emission point
 };
 

@@ -3,9 +3,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tokenizer/json_reader.h"
 #include "tokenizer/pipeline.h"
@@ -65,7 +64,8 @@ void apply_post_processor(const json& j, tok::Pipeline& p) {
     p.suffix_ids.insert(p.suffix_ids.begin(), j.at("sep").at(1).get<int32_t>());
     return;
   }
-  if (type != "TemplateProcessing") throw Error("unsupported tokenizer post_processor type: " + type);
+  if (type != "TemplateProcessing")
+    throw Error("unsupported tokenizer post_processor type: " + type);
   std::vector<int32_t> before, after;
   bool seen_sequence = false;
   for (const auto& piece : j.at("single")) {
@@ -110,7 +110,8 @@ void apply_config(const json& cfg, tok::Pipeline& p) {
     } else if (ct.is_array() && !ct.empty()) {  // named templates: "default", else the first
       p.chat_template = ct[0].at("template").get<std::string>();
       for (const auto& t : ct)
-        if (t.value("name", std::string()) == "default") p.chat_template = t.at("template").get<std::string>();
+        if (t.value("name", std::string()) == "default")
+          p.chat_template = t.at("template").get<std::string>();
     }
   }
   const auto it = rebuilding_classes().find(cfg.value("tokenizer_class", std::string()));
@@ -121,7 +122,9 @@ void apply_config(const json& cfg, tok::Pipeline& p) {
   p.suffix_ids.clear();
   auto resolve = [&](const std::string& token, const char* what) {
     auto id = token.empty() ? std::nullopt : lookup(p, token);
-    if (!id) throw Error(std::string("tokenizer_config asks for ") + what + " but it is not in the vocabulary");
+    if (!id)
+      throw Error(std::string("tokenizer_config asks for ") + what +
+                  " but it is not in the vocabulary");
     return *id;
   };
   if (add_bos) p.prefix_ids.push_back(resolve(p.bos_token, "add_bos_token"));

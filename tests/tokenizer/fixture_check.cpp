@@ -6,10 +6,9 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
-
-#include <nlohmann/json.hpp>
 
 #include "gguf_vocab_reader.h"
 #include "tokenizer/unicode.h"
@@ -22,7 +21,8 @@ constexpr const char* kDir = "fixtures/tokenizer/";
 
 std::string from_hex(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -30,9 +30,12 @@ std::string printable(const std::string& s, size_t limit = 80) {
   std::ostringstream os;
   for (size_t i = 0; i < s.size() && i < limit; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\n') os << "\\n";
-    else if (c < 0x20 || c == 0x7F) os << "\\x" << std::hex << int(c) << std::dec;
-    else os << s[i];
+    if (c == '\n')
+      os << "\\n";
+    else if (c < 0x20 || c == 0x7F)
+      os << "\\x" << std::hex << int(c) << std::dec;
+    else
+      os << s[i];
   }
   if (s.size() > limit) os << "...";
   return os.str();
@@ -82,7 +85,8 @@ const Tokenizer* test_tokenizer(const std::string& name) {
   if (it != cache.end()) return it->second.get();
   std::unique_ptr<Tokenizer> t;
   if (name == "smollm2_gguf") {
-    if (std::filesystem::exists(kSmolGguf)) t = Tokenizer::from_gguf_vocab(GgufMetaReader(kSmolGguf).read_vocab());
+    if (std::filesystem::exists(kSmolGguf))
+      t = Tokenizer::from_gguf_vocab(GgufMetaReader(kSmolGguf).read_vocab());
   } else {
     const std::string dir = kSharedTokenizers + name;
     if (std::filesystem::exists(dir + "/tokenizer.json")) t = Tokenizer::from_dir(dir);
@@ -93,11 +97,13 @@ const Tokenizer* test_tokenizer(const std::string& name) {
 const std::vector<std::string>& fixture_corpus() {
   static const std::vector<std::string> corpus = [] {
     std::ifstream in(std::string(kDir) + "corpus.jsonl");
-    if (!in) throw std::runtime_error("missing fixtures/tokenizer/corpus.jsonl (run from the repo root)");
+    if (!in)
+      throw std::runtime_error("missing fixtures/tokenizer/corpus.jsonl (run from the repo root)");
     std::vector<std::string> out;
     for (std::string line; std::getline(in, line);) {
       const json j = json::parse(line);
-      out.push_back(j.contains("t") ? j["t"].get<std::string>() : from_hex(j.at("x").get<std::string>()));
+      out.push_back(j.contains("t") ? j["t"].get<std::string>()
+                                    : from_hex(j.at("x").get<std::string>()));
     }
     return out;
   }();
@@ -117,8 +123,8 @@ FixtureReport check_fixture(const Tokenizer& t, const std::string& name, bool wi
   const auto suffix_text = head.at("suffix_text").get<std::string>();
 
   FixtureReport r;
-  for (const char* k : {"encode", "encode_special", "decode", "decode_special", "decode_skip", "decode_ids",
-                        "decode_ids_skip"})
+  for (const char* k : {"encode", "encode_special", "decode", "decode_special", "decode_skip",
+                        "decode_ids", "decode_ids_skip"})
     r.mismatches[k] = 0;
   if (with_stream) r.mismatches["stream"] = 0;
   auto fail = [&](const char* check, const std::string& what) {
@@ -132,7 +138,8 @@ FixtureReport check_fixture(const Tokenizer& t, const std::string& name, bool wi
     os << "'" << printable(text) << "' want " << ids_str(want) << " got " << ids_str(got);
     fail(check, os.str());
   };
-  auto check_text = [&](const char* check, const std::string& ctx, const std::string& want, const std::string& got) {
+  auto check_text = [&](const char* check, const std::string& ctx, const std::string& want,
+                        const std::string& got) {
     if (want == got) return;
     std::ostringstream os;
     os << ctx << " want '" << printable(want) << "' got '" << printable(got) << "'";
@@ -156,7 +163,8 @@ FixtureReport check_fixture(const Tokenizer& t, const std::string& name, bool wi
       continue;
     }
     if (rec.contains("i")) index = rec["i"].get<size_t>();  // a subset of the corpus
-    if (index >= corpus.size()) throw std::runtime_error(name + ".jsonl has more lines than the corpus");
+    if (index >= corpus.size())
+      throw std::runtime_error(name + ".jsonl has more lines than the corpus");
     const std::string& text = corpus[index++];
     const std::string ref_text = tok::utf8_lossy(text);
     const auto n = rec.at("n").get<std::vector<int32_t>>();
@@ -168,7 +176,8 @@ FixtureReport check_fixture(const Tokenizer& t, const std::string& name, bool wi
     const std::string s = rec.value("s", d);
     std::string da = prefix_text + d + suffix_text;
     if (rec.contains("da"))
-      da = rec["da"].is_string() ? rec["da"].get<std::string>() : prefix_text + " " + d + suffix_text;
+      da = rec["da"].is_string() ? rec["da"].get<std::string>()
+                                 : prefix_text + " " + d + suffix_text;
 
     check_ids("encode", text, n, t.encode(text, false));
     check_ids("encode_special", text, a, t.encode(text, true));

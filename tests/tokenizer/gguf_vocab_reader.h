@@ -26,21 +26,36 @@ class GgufMetaReader {
     for (uint64_t i = 0; i < kv_count; ++i) {
       const std::string key = read_string();
       const uint32_t type = read<uint32_t>();
-      if (key == "tokenizer.ggml.model") v.model = read_string();
-      else if (key == "tokenizer.ggml.pre") v.pre = read_string();
-      else if (key == "tokenizer.chat_template") v.chat_template = read_string();
-      else if (key == "tokenizer.ggml.tokens") v.tokens = read_string_array();
-      else if (key == "tokenizer.ggml.merges") v.merges = read_string_array();
-      else if (key == "tokenizer.ggml.token_type") v.token_types = read_numeric_array<int32_t>();
-      else if (key == "tokenizer.ggml.scores") v.scores = read_numeric_array<float>();
-      else if (key == "tokenizer.ggml.bos_token_id") v.bos_id = static_cast<int32_t>(read_scalar(type));
-      else if (key == "tokenizer.ggml.eos_token_id") v.eos_id = static_cast<int32_t>(read_scalar(type));
-      else if (key == "tokenizer.ggml.unknown_token_id") v.unk_id = static_cast<int32_t>(read_scalar(type));
-      else if (key == "tokenizer.ggml.padding_token_id") v.pad_id = static_cast<int32_t>(read_scalar(type));
-      else if (key == "tokenizer.ggml.add_bos_token") v.add_bos = read_scalar(type) != 0;
-      else if (key == "tokenizer.ggml.add_eos_token") v.add_eos = read_scalar(type) != 0;
-      else if (key == "tokenizer.ggml.add_space_prefix") v.add_space_prefix = read_scalar(type) != 0;
-      else skip(type);
+      if (key == "tokenizer.ggml.model")
+        v.model = read_string();
+      else if (key == "tokenizer.ggml.pre")
+        v.pre = read_string();
+      else if (key == "tokenizer.chat_template")
+        v.chat_template = read_string();
+      else if (key == "tokenizer.ggml.tokens")
+        v.tokens = read_string_array();
+      else if (key == "tokenizer.ggml.merges")
+        v.merges = read_string_array();
+      else if (key == "tokenizer.ggml.token_type")
+        v.token_types = read_numeric_array<int32_t>();
+      else if (key == "tokenizer.ggml.scores")
+        v.scores = read_numeric_array<float>();
+      else if (key == "tokenizer.ggml.bos_token_id")
+        v.bos_id = static_cast<int32_t>(read_scalar(type));
+      else if (key == "tokenizer.ggml.eos_token_id")
+        v.eos_id = static_cast<int32_t>(read_scalar(type));
+      else if (key == "tokenizer.ggml.unknown_token_id")
+        v.unk_id = static_cast<int32_t>(read_scalar(type));
+      else if (key == "tokenizer.ggml.padding_token_id")
+        v.pad_id = static_cast<int32_t>(read_scalar(type));
+      else if (key == "tokenizer.ggml.add_bos_token")
+        v.add_bos = read_scalar(type) != 0;
+      else if (key == "tokenizer.ggml.add_eos_token")
+        v.add_eos = read_scalar(type) != 0;
+      else if (key == "tokenizer.ggml.add_space_prefix")
+        v.add_space_prefix = read_scalar(type) != 0;
+      else
+        skip(type);
     }
     return v;
   }
@@ -62,24 +77,46 @@ class GgufMetaReader {
   std::string read_string() { return read_string_of(read<uint64_t>()); }
   static size_t scalar_size(uint32_t type) {
     switch (type) {
-      case 0: case 1: case 7: return 1;
-      case 2: case 3: return 2;
-      case 4: case 5: case 6: return 4;
-      case 10: case 11: case 12: return 8;
-      default: throw std::runtime_error("bad GGUF value type");
+      case 0:
+      case 1:
+      case 7:
+        return 1;
+      case 2:
+      case 3:
+        return 2;
+      case 4:
+      case 5:
+      case 6:
+        return 4;
+      case 10:
+      case 11:
+      case 12:
+        return 8;
+      default:
+        throw std::runtime_error("bad GGUF value type");
     }
   }
   int64_t read_scalar(uint32_t type) {
     switch (type) {
-      case 0: case 7: return read<uint8_t>();
-      case 1: return read<int8_t>();
-      case 2: return read<uint16_t>();
-      case 3: return read<int16_t>();
-      case 4: return read<uint32_t>();
-      case 5: return read<int32_t>();
-      case 10: return static_cast<int64_t>(read<uint64_t>());
-      case 11: return read<int64_t>();
-      default: throw std::runtime_error("GGUF value is not an integer");
+      case 0:
+      case 7:
+        return read<uint8_t>();
+      case 1:
+        return read<int8_t>();
+      case 2:
+        return read<uint16_t>();
+      case 3:
+        return read<int16_t>();
+      case 4:
+        return read<uint32_t>();
+      case 5:
+        return read<int32_t>();
+      case 10:
+        return static_cast<int64_t>(read<uint64_t>());
+      case 11:
+        return read<int64_t>();
+      default:
+        throw std::runtime_error("GGUF value is not an integer");
     }
   }
   std::vector<std::string> read_string_array() {
@@ -92,7 +129,8 @@ class GgufMetaReader {
   std::vector<T> read_numeric_array() {
     const uint32_t elem = read<uint32_t>();
     std::vector<T> out(read<uint64_t>());
-    for (auto& x : out) x = elem == 6 ? static_cast<T>(read<float>()) : static_cast<T>(read_scalar(elem));
+    for (auto& x : out)
+      x = elem == 6 ? static_cast<T>(read<float>()) : static_cast<T>(read_scalar(elem));
     return out;
   }
   void skip(uint32_t type) {

@@ -1,9 +1,9 @@
 // Tokenizer accessors, streaming detokenization edge cases and load errors.
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "fixture_check.h"
 #include "tokenizer/tokenizer.h"
@@ -13,9 +13,8 @@
 namespace vllm {
 namespace {
 
-
-#define REQUIRE_TOKENIZER(var, name)                                     \
-  const Tokenizer* var = testing::test_tokenizer(name);                 \
+#define REQUIRE_TOKENIZER(var, name)                    \
+  const Tokenizer* var = testing::test_tokenizer(name); \
   if (!var) GTEST_SKIP() << name << " tokenizer files are absent"
 
 struct Expected {
@@ -51,17 +50,21 @@ TEST_P(Accessors, MatchTheFiles) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shared, Accessors,
-    ::testing::Values(
-        Expected{"llama2", 32000, 1, 2, "<s>", "</s>", false},
-        Expected{"llama3", 128256, 128000, 128001, "<|begin_of_text|>", "<|end_of_text|>", true},
-        Expected{"qwen3", 151669, std::nullopt, 151645, "", "<|im_end|>", true},
-        Expected{"gemma3", 262145, 2, 106, "<bos>", "<end_of_turn>", true},
-        Expected{"deepseek_v3", 128815, 0, 1, "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
-                 "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", true}),
+    ::testing::Values(Expected{"llama2", 32000, 1, 2, "<s>", "</s>", false},
+                      Expected{"llama3", 128256, 128000, 128001, "<|begin_of_text|>",
+                               "<|end_of_text|>", true},
+                      Expected{"qwen3", 151669, std::nullopt, 151645, "", "<|im_end|>", true},
+                      Expected{"gemma3", 262145, 2, 106, "<bos>", "<end_of_turn>", true},
+                      Expected{"deepseek_v3", 128815, 0, 1,
+                               "<\xEF\xBD\x9C"
+                               "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                               "<\xEF\xBD\x9C"
+                               "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                               true}),
     [](const auto& info) { return std::string(info.param.name); });
 
-std::vector<std::string> stream(const Tokenizer& t, const std::vector<int32_t>& ids, bool skip = false,
-                                std::span<const int32_t> context = {}) {
+std::vector<std::string> stream(const Tokenizer& t, const std::vector<int32_t>& ids,
+                                bool skip = false, std::span<const int32_t> context = {}) {
   IncrementalDetokenizer d(t, skip, context);
   std::vector<std::string> deltas;
   for (int32_t id : ids) deltas.push_back(d.push(id));
@@ -78,7 +81,10 @@ std::string join(const std::vector<std::string>& parts) {
 TEST(IncrementalDetokenizer, HoldsByteFallbackRunsUntilTheyEnd) {
   REQUIRE_TOKENIZER(t, "llama2");
   // "a😀b": the emoji is four <0xXX> byte tokens in this vocabulary.
-  const auto ids = t->encode("a\xF0\x9F\x98\x80" "b", false);
+  const auto ids = t->encode(
+      "a\xF0\x9F\x98\x80"
+      "b",
+      false);
   const auto deltas = stream(*t, ids);
   EXPECT_EQ(join(deltas), t->decode(ids));
   for (const auto& d : deltas) {
@@ -152,8 +158,9 @@ TEST(TokenizerLoad, ReportsBadInput) {
   EXPECT_THROW(Tokenizer::from_files("/nonexistent/tokenizer.json", ""), Error);
   const auto bad_json = write_temp("vllm_tok_bad.json", "{\"model\": ");
   EXPECT_THROW(Tokenizer::from_files(bad_json, ""), Error);
-  const auto unigram = write_temp("vllm_tok_unigram.json",
-                                  R"({"model": {"type": "Unigram", "vocab": []}, "added_tokens": []})");
+  const auto unigram =
+      write_temp("vllm_tok_unigram.json",
+                 R"({"model": {"type": "Unigram", "vocab": []}, "added_tokens": []})");
   EXPECT_THROW(Tokenizer::from_files(unigram, ""), Error);
   const auto bad_normalizer = write_temp(
       "vllm_tok_norm.json",

@@ -1,14 +1,13 @@
 // Byte-exact agreement with Hugging Face `tokenizers` on the fixture corpus, for the real
 // tokenizer files in ../shared/tokenizers and the SmolLM2 GGUF vocabulary in models/.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <set>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "fixture_check.h"
 #include "tokenizer/tokenizer.h"
@@ -45,8 +44,10 @@ std::string write_variant(const std::string& name, std::string& base) {
   nlohmann::json j = nlohmann::json::parse(in);
   for (const auto& [key, value] : variant.at("patch").items()) j[key] = value;
   int32_t next_id = 0;
-  for (const auto& [token, id] : j.at("model").at("vocab").items()) next_id = std::max(next_id, id.get<int32_t>() + 1);
-  for (const auto& a : j.at("added_tokens")) next_id = std::max(next_id, a.at("id").get<int32_t>() + 1);
+  for (const auto& [token, id] : j.at("model").at("vocab").items())
+    next_id = std::max(next_id, id.get<int32_t>() + 1);
+  for (const auto& a : j.at("added_tokens"))
+    next_id = std::max(next_id, a.at("id").get<int32_t>() + 1);
   for (auto a : variant.at("added")) {
     a["id"] = next_id++;
     j["added_tokens"].push_back(a);
@@ -70,7 +71,8 @@ TEST_P(VariantTokenizer, MatchesFixtures) {
   EXPECT_EQ(report.total(), 0u) << report.summary(GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Patched, VariantTokenizer, ::testing::Values("llama2_variant", "qwen3_variant"));
+INSTANTIATE_TEST_SUITE_P(Patched, VariantTokenizer,
+                         ::testing::Values("llama2_variant", "qwen3_variant"));
 
 TEST(GgufTokenizer, SmolLM2MatchesFixtures) {
   const Tokenizer* tok = testing::test_tokenizer("smollm2_gguf");

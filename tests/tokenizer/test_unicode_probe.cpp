@@ -1,10 +1,10 @@
 // Every code point through NFC and the regex pre-tokenizers (PCRE2 here, Oniguruma in
 // tokenizers), against fixtures/tokenizer/unicode_probe.json.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <fstream>
 #include <iostream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "fixture_check.h"
@@ -32,7 +32,8 @@ bool is_surrogate(char32_t cp) { return cp >= 0xD800 && cp <= 0xDFFF; }
 
 TEST(UnicodeProbe, NfcOfEveryCodePoint) {
   std::map<char32_t, std::string> changed;
-  for (const auto& e : probe_fixture().at("nfc")) changed[e.at(0).get<char32_t>()] = e.at(1).get<std::string>();
+  for (const auto& e : probe_fixture().at("nfc"))
+    changed[e.at(0).get<char32_t>()] = e.at(1).get<std::string>();
   size_t mismatches = 0;
   std::vector<std::string> examples;
   for (char32_t cp = 0; cp < 0x110000; ++cp) {
@@ -80,13 +81,18 @@ TEST_P(PreTokenizerProbe, EveryRangeOfCodePoints) {
       ++checked;
       const auto got = signature(t->pipeline(), cp);
       if (got != sigs[ranges[r].second] && ++mismatches <= 5)
-        examples.push_back("U+" + [&] { char b[16]; std::snprintf(b, sizeof b, "%04X", unsigned(cp)); return std::string(b); }() +
+        examples.push_back("U+" +
+                           [&] {
+                             char b[16];
+                             std::snprintf(b, sizeof b, "%04X", unsigned(cp));
+                             return std::string(b);
+                           }() +
                            " want " + ::testing::PrintToString(sigs[ranges[r].second]) + " got " +
                            ::testing::PrintToString(got));
     }
   }
-  std::cout << GetParam() << ": " << ranges.size() << " ranges, " << checked << " code points checked, "
-            << mismatches << " mismatches\n";
+  std::cout << GetParam() << ": " << ranges.size() << " ranges, " << checked
+            << " code points checked, " << mismatches << " mismatches\n";
   EXPECT_EQ(mismatches, 0u) << ::testing::PrintToString(examples);
 }
 
