@@ -37,7 +37,26 @@ class ChatEvents : public EventFormatter {
       : ctx_(ctx), r_(std::move(r)), id_(std::move(id)), created_(unix_time()),
         choices_(r_.params.n) {}
 
-  void start(std::vector<std::string>& events) override {
+  void output(const TaggedOutput& o, std::vector<std::string>& events) override {
+    // As vLLM: the role deltas go out with the first engine output, so a client's time to
+    // the first chunk is the time to the first token.
+    if (!role_sent_) {
+      role_sent_ = true;
+      role_chunks(events);
+    }
+    content_chunk(o, events);
+  }
+
+  void finish(std::vector<std::string>& events) override {
+    if (!r_.stream.include_usage) return;
+    ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
+    chunk["choices"] = ojson::array();
+    chunk["usage"] = usage_of(r_, choices_).to_json();
+    events.push_back(to_text(chunk));
+  }
+
+ private:
+  void role_chunks(std::vector<std::string>& events) {
     for (int i = 0; i < r_.params.n; ++i) {
       ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
       chunk["choices"] = ojson::array({{{"index", i},
@@ -49,7 +68,7 @@ class ChatEvents : public EventFormatter {
     }
   }
 
-  void output(const TaggedOutput& o, std::vector<std::string>& events) override {
+  void content_chunk(const TaggedOutput& o, std::vector<std::string>& events) {
     ChatChoice& c = choices_.at(o.out.index);
     c.num_tokens += static_cast<int64_t>(o.out.new_token_ids.size());
     ojson lp = nullptr;
@@ -67,15 +86,6 @@ class ChatEvents : public EventFormatter {
     events.push_back(to_text(chunk));
   }
 
-  void finish(std::vector<std::string>& events) override {
-    if (!r_.stream.include_usage) return;
-    ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
-    chunk["choices"] = ojson::array();
-    chunk["usage"] = usage_of(r_, choices_).to_json();
-    events.push_back(to_text(chunk));
-  }
-
- private:
   void add_usage(ojson& chunk) const {
     if (r_.stream.include_usage && r_.stream.continuous_usage_stats)
       chunk["usage"] = usage_of(r_, choices_).to_json();
@@ -86,6 +96,7 @@ class ChatEvents : public EventFormatter {
   std::string id_;
   int64_t created_;
   std::vector<ChatChoice> choices_;
+  bool role_sent_ = false;
 };
 
 }  // namespace

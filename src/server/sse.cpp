@@ -11,16 +11,11 @@ namespace {
 struct StreamState {
   std::shared_ptr<Generation> gen;
   std::shared_ptr<EventFormatter> formatter;
-  bool started = false;
 };
 
 // One provider call: waits briefly for outputs and writes their events. False: stop.
 bool write_events(StreamState& s, httplib::DataSink& sink) {
   std::vector<std::string> events;
-  if (!s.started) {
-    s.started = true;
-    s.formatter->start(events);
-  }
   if (!s.gen->done())
     for (const TaggedOutput& o : s.gen->next(std::chrono::milliseconds(250)))
       s.formatter->output(o, events);

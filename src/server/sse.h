@@ -18,7 +18,6 @@ namespace vllm::server {
 class EventFormatter {
  public:
   virtual ~EventFormatter() = default;
-  virtual void start(std::vector<std::string>& /*events*/) {}
   virtual void output(const TaggedOutput& o, std::vector<std::string>& events) = 0;
   // After every completion finished: e.g. the usage chunk.
   virtual void finish(std::vector<std::string>& events) = 0;
