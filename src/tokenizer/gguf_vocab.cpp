@@ -123,6 +123,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf_vocab(const GgufVocab& v) {
     merges = merges_from_scores(v);
   }
   tok::BpeOptions options;
+  // Llama 3's tokenizer.json looks whole words up before merging (llama.cpp does the same).
+  options.ignore_merges = v.pre == "llama-bpe" || v.pre == "llama3";
   if (spm) {
     options.byte_fallback = true;
     options.fuse_unk = true;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -128,6 +129,54 @@ TEST(GgufTokenizer, LlamaVocabMatchesTransformers) {
   std::cout << report.summary("llama2_gguf") << "\n";
   EXPECT_EQ(report.total(), 0u) << report.summary("llama2_gguf");
 }
+
+// A byte-level GGUF vocabulary made from an HF tokenizer.json (tokens by id, merges, control
+// tokens for special added tokens, user-defined for the others): with the right
+// tokenizer.ggml.pre it must tokenize as the tokenizer.json does (without bos/eos, which GGUF
+// flags decide).
+GgufVocab gpt2_gguf_from_hf(const std::string& tokenizer_json, const std::string& pre) {
+  std::ifstream in(tokenizer_json);
+  const auto j = nlohmann::json::parse(in);
+  GgufVocab v;
+  v.model = "gpt2";
+  v.pre = pre;
+  std::map<int32_t, std::pair<std::string, int32_t>> by_id;  // id -> (token, type)
+  for (const auto& [token, id] : j.at("model").at("vocab").items())
+    by_id[id.get<int32_t>()] = {token, 1};
+  for (const auto& a : j.at("added_tokens"))
+    by_id[a.at("id").get<int32_t>()] = {a.at("content").get<std::string>(),
+                                        a.at("special").get<bool>() ? 3 : 4};
+  for (const auto& [id, entry] : by_id) {
+    EXPECT_EQ(static_cast<size_t>(id), v.tokens.size()) << "ids must be contiguous";
+    v.tokens.push_back(entry.first);
+    v.token_types.push_back(entry.second);
+  }
+  for (const auto& m : j.at("model").at("merges"))
+    v.merges.push_back(m.is_string()
+                           ? m.get<std::string>()
+                           : m.at(0).get<std::string>() + " " + m.at(1).get<std::string>());
+  v.add_bos = false;
+  return v;
+}
+
+class GgufFromHf : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(GgufFromHf, MatchesTheTokenizerJsonFixtures) {
+  const auto& [name, pre] = GetParam();
+  const std::string path = std::string(kSharedTokenizers) + name + "/tokenizer.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  const auto tok = Tokenizer::from_gguf_vocab(gpt2_gguf_from_hf(path, pre));
+  const auto report = testing::check_fixture(*tok, name, /*with_stream=*/true,
+                                             /*with_added_specials=*/false);
+  std::cout << report.summary(name + " as GGUF pre=" + pre) << "\n";
+  EXPECT_EQ(report.total(), 0u) << report.summary(name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, GgufFromHf,
+                         ::testing::Values(std::pair{"llama3", "llama-bpe"},
+                                           std::pair{"qwen3", "qwen2"},
+                                           std::pair{"deepseek_v3", "deepseek-v3"}),
+                         [](const auto& info) { return info.param.first; });
 
 }  // namespace
 }  // namespace vllm
