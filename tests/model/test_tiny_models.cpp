@@ -49,6 +49,7 @@ TEST_P(TinyModel, MatchesTransformers) {
   LoadedModel m = load_model(dir);
   const int vocab = m.config().vocab_size;
   EXPECT_EQ(m.config().architecture, ref["arch"].get<std::string>());
+  double worst = 0;
 
   for (const auto& p : ref["prompts"]) {
     const auto prompt = p["prompt_ids"].get<std::vector<int32_t>>();
@@ -75,6 +76,7 @@ TEST_P(TinyModel, MatchesTransformers) {
       b.attn.max_blocks_per_seq = cache.num_blocks;
       Tensor logits = m.model->forward(b, cache);
       const double err = rel_error(logits.data<float>(), expected.data(), n, vocab);
+      worst = std::max(worst, err);
       EXPECT_LE(err, kBar) << GetParam() << " prefill, prompt of " << prompt.size();
     }
 
@@ -90,9 +92,11 @@ TEST_P(TinyModel, MatchesTransformers) {
     for (size_t s = 0; s < gen.step_logits.size(); ++s) {
       const size_t row = prompt.size() - 1 + s;
       const double err = rel_error(gen.step_logits[s].data(), expected.data() + row * vocab, 1, vocab);
+      worst = std::max(worst, err);
       ASSERT_LE(err, kBar) << GetParam() << " decode step " << s;
     }
   }
+  std::printf("%s: worst max|diff|/max|logit| = %.2e (bar %.0e)\n", GetParam().c_str(), worst, kBar);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyModel,
