@@ -5,6 +5,7 @@ the same run; writes one vLLM-style result JSON per (engine, concurrency) and a 
 
   tools/bench_serve_peer.py --binary build/vllm-cpp --concurrency 1,4,16 \
       --peer-url http://127.0.0.1:8080 --peer-name llama.cpp --out-dir out/bench_serve
+  (a peer for SmolLM2 on CPU: python3 -m llama_cpp.server --model MODEL.gguf --port 8080)
   tools/bench_serve_peer.py --plot-only out/bench_serve     # re-plot saved results
 
 Without --url, the script starts `vllm-cpp serve MODEL` itself (extra flags: --serve-args).
@@ -29,12 +30,13 @@ def free_port():
 
 
 def wait_healthy(url, proc, timeout=120):
+    """Polls GET /v1/models (every OpenAI-compatible server has it; /health is not universal)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
             sys.exit(f"server exited with {proc.returncode}")
         try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+            with urllib.request.urlopen(url + "/v1/models", timeout=2) as r:
                 if r.status == 200:
                     return
         except OSError:
@@ -43,7 +45,7 @@ def wait_healthy(url, proc, timeout=120):
     sys.exit(f"{url} did not become healthy")
 
 
-def run_sweep(args, engine, url, model):
+def run_sweep(args, engine, url, model, tokenizer_url):
     paths = []
     for c in args.concurrency:
         name = f"{engine}-c{c}.json"
@@ -51,7 +53,9 @@ def run_sweep(args, engine, url, model):
                str(max(args.num_prompts, c)), "--random-input-len", str(args.input_len),
                "--random-output-len", str(args.output_len), "--max-concurrency", str(c),
                "--seed", str(args.seed), "--ignore-eos", "--save-result",
-               "--result-dir", args.out_dir, "--result-filename", name]
+               "--result-dir", args.out_dir, "--result-filename", name,
+               # Text prompts from vllm-cpp's /detokenize: the same bytes reach every engine.
+               "--random-prompt-format", "text", "--tokenizer-url", tokenizer_url]
         if model:
             cmd += ["--model", model]
         if args.endpoint:
@@ -149,10 +153,10 @@ def main():
         proc = subprocess.Popen(cmd, stderr=open(os.path.join(args.out_dir, "serve.log"), "w"))
     try:
         wait_healthy(url, proc)
-        run_sweep(args, "vllm-cpp", url, "")
+        run_sweep(args, "vllm-cpp", url, "", url)
         if args.peer_url:
             wait_healthy(args.peer_url, None)
-            run_sweep(args, args.peer_name, args.peer_url, args.peer_model)
+            run_sweep(args, args.peer_name, args.peer_url, args.peer_model, url)
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)

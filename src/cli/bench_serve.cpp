@@ -32,6 +32,7 @@ struct BenchServeArgs {
   int random_input_len = 1024, random_output_len = 128, random_vocab_size = 32000;
   double random_range_ratio = 0.0;
   std::string random_prompt_format;  // "ids" or "text"; default by endpoint
+  std::string tokenizer_url;         // whose /detokenize makes text prompts (default: base)
   int max_concurrency = 0;           // 0: unlimited
   double request_rate = std::numeric_limits<double>::infinity();
   double burstiness = 1.0;
@@ -131,7 +132,8 @@ int run_bench_serve(BenchServeArgs a) {
     throw Error("chat endpoints take text prompts (--random-prompt-format text)");
 
   auto setup_client = server::make_client(base);
-  const auto requests = random_dataset(a, *setup_client, a.random_prompt_format == "text");
+  auto tokenizer_client = server::make_client(a.tokenizer_url.empty() ? base : a.tokenizer_url);
+  const auto requests = random_dataset(a, *tokenizer_client, a.random_prompt_format == "text");
   if (!a.skip_initial_test) {
     std::printf("Starting initial single prompt test run...\n");
     BenchRequest probe = requests.front();
@@ -229,6 +231,9 @@ void add_bench_serve(CLI::App& bench) {
   cmd->add_option("--random-prompt-format", a->random_prompt_format,
                   "ids (exact lengths; completions only) or text (decoded by the server's /detokenize)")
       ->check(CLI::IsMember({"ids", "text"}));
+  cmd->add_option("--tokenizer-url", a->tokenizer_url,
+                  "A vllm-cpp (or vLLM) server whose /detokenize makes the text prompts, for peers "
+                  "without one (default: --base-url)");
   cmd->add_option("--max-concurrency", a->max_concurrency, "Requests in flight at most (default: no cap)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option_function<std::string>("--request-rate", [a](const std::string& v) {
