@@ -49,6 +49,8 @@ class SseTimer {
     }
   }
   bool got_first() const { return got_first_; }
+  // Output tokens when the server sends no usage: one per chunk that carried text.
+  int text_chunks() const { return text_chunks_; }
 
  private:
   void event(const std::string& ev) {
@@ -70,7 +72,10 @@ class SseTimer {
         out_.itl.push_back(now - last_);
       }
       last_ = now;
-      if (text && text->is_string()) out_.generated_text += text->get<std::string>();
+      if (text && text->is_string() && !text->get_ref<const std::string&>().empty()) {
+        out_.generated_text += text->get<std::string>();
+        ++text_chunks_;
+      }
     } else if (data.contains("usage") && data["usage"].is_object()) {
       out_.output_tokens = data["usage"].value("completion_tokens", 0);
       out_.prompt_len = data["usage"].value("prompt_tokens", out_.prompt_len);
@@ -84,6 +89,7 @@ class SseTimer {
   std::string buf_;
   bool got_first_ = false;
   double last_ = 0;
+  int text_chunks_ = 0;
 };
 
 }  // namespace
@@ -131,7 +137,7 @@ RequestResult send_request(httplib::Client& client, const BenchTarget& target,
     out.error = "the stream carried no choices";
   } else {
     out.success = true;
-    if (out.output_tokens == 0) out.output_tokens = static_cast<int>(out.itl.size()) + 1;
+    if (out.output_tokens == 0) out.output_tokens = timer.text_chunks();
   }
   return out;
 }
