@@ -71,6 +71,8 @@ void reject_unsupported(const ojson& body) {
       throw bad_request("response_format type '" + (*it)["type"].get<std::string>() +
                             "' is not supported by this server", "response_format");
   }
+  if (get_bool(body, "use_beam_search").value_or(false))
+    throw bad_request("beam search is not supported by this server", "use_beam_search");
   if (auto n = get_int(body, "best_of"); n && *n != get_int(body, "n").value_or(1))
     throw bad_request("'best_of' other than n is not supported", "best_of");
 }
