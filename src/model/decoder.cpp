@@ -1,6 +1,7 @@
 #include "model/decoder.h"
 
 #include <cmath>
+#include <numeric>
 
 #include "runtime/ops.h"
 #include "util/check.h"
@@ -69,6 +70,16 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w) : config_(
     }
     L.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[i];
   }
+}
+
+Tensor DecoderModel::score(std::span<const int32_t> tokens) const {
+  const int n = static_cast<int>(tokens.size());
+  constexpr int kBlock = 16;
+  KvCache cache = allocate_kv_cache((n + kBlock - 1) / kBlock, kBlock);
+  std::vector<int32_t> table(cache.num_blocks), rows(n);
+  std::iota(table.begin(), table.end(), 0);
+  std::iota(rows.begin(), rows.end(), 0);
+  return forward(single_sequence_batch(tokens, 0, table, kBlock, rows), cache);
 }
 
 int64_t DecoderModel::kv_bytes_per_token() const {

@@ -20,6 +20,8 @@ class DecoderModel {
   KvCache allocate_kv_cache(int num_blocks, int block_size) const;
   // Logits [batch.logits_indices.size(), vocab_size] f32.
   Tensor forward(const ForwardBatch& batch, KvCache& cache) const;
+  // Logits [tokens.size(), vocab_size] of one fresh sequence at every position (own cache).
+  Tensor score(std::span<const int32_t> tokens) const;
 
  private:
   struct Layer {

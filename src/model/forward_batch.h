@@ -2,6 +2,7 @@
 // decisions. Tokens of all sequences are flattened; attention metadata says who is who.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "runtime/ops.h"
@@ -16,6 +17,13 @@ struct ForwardBatch {
   AttentionMeta attn;
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
 };
+
+// One sequence: the new tokens sit at positions [start, start + new_tokens.size()) of a
+// context whose KV lives in block_table; logits are wanted for logits_rows (indices into the
+// new tokens).
+ForwardBatch single_sequence_batch(std::span<const int32_t> new_tokens, int start,
+                                   std::span<const int32_t> block_table, int block_size,
+                                   std::vector<int32_t> logits_rows);
 
 // Per-layer paged K/V storage: [num_blocks, block_size, num_kv_heads, head_dim] each, f32 or
 // f16.

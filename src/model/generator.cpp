@@ -17,18 +17,8 @@ Generator::Generator(const DecoderModel& model, int max_model_len, int block_siz
 }
 
 std::vector<float> Generator::run(const std::vector<int32_t>& seq, int start, int n) {
-  ForwardBatch b;
-  b.token_ids.assign(seq.begin() + start, seq.begin() + start + n);
-  for (int i = 0; i < n; ++i) {
-    const int pos = start + i;
-    b.positions.push_back(pos);
-    b.slot_mapping.push_back(block_table_[pos / block_size_] * block_size_ + pos % block_size_);
-  }
-  b.logits_indices = {n - 1};
-  b.attn.query_start_loc = {0, n};
-  b.attn.seq_lens = {start + n};
-  b.attn.block_tables = block_table_;
-  b.attn.max_blocks_per_seq = static_cast<int>(block_table_.size());
+  const ForwardBatch b = single_sequence_batch(std::span<const int32_t>(seq).subspan(start, n),
+                                               start, block_table_, block_size_, {n - 1});
   Tensor logits = model_.forward(b, cache_);
   const float* p = logits.data<float>();
   return std::vector<float>(p, p + model_.config().vocab_size);

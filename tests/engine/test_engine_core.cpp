@@ -251,16 +251,7 @@ TEST_F(TinyEngine, PromptLogprobsMatchDirectForward) {
   EXPECT_FALSE(got[0].has_value());
 
   const int n = static_cast<int>(prompt.size()), vocab = m_.config().vocab_size;
-  KvCache cache = m_.model->allocate_kv_cache(1, 16);
-  ForwardBatch b;
-  b.token_ids = prompt;
-  for (int i = 0; i < n; ++i) {
-    b.positions.push_back(i);
-    b.slot_mapping.push_back(i);
-    b.logits_indices.push_back(i);
-  }
-  b.attn = {{0, n}, {n}, {0}, 1};
-  Tensor logits = m_.model->forward(b, cache);
+  const Tensor logits = m_.model->score(prompt);
   for (int i = 1; i < n; ++i) {
     std::span<const float> row(logits.data<float>() + (i - 1) * vocab, vocab);
     const TokenLogprob want = logprob_of(row, prompt[i]);

@@ -52,23 +52,10 @@ TEST(SmolLM2, TeacherForcedAgreesWithLlamaCpp) {
     const auto want = c["greedy_ids"].get<std::vector<int32_t>>();
     const auto gaps = c["top2_gap"].get<std::vector<double>>();
     seq.insert(seq.end(), want.begin(), want.end() - 1);
-    const int n = static_cast<int>(seq.size());
-    KvCache cache = m.model->allocate_kv_cache((n + 15) / 16, 16);
-    ForwardBatch b;
-    b.token_ids = seq;
-    for (int i = 0; i < n; ++i) {
-      b.positions.push_back(i);
-      b.slot_mapping.push_back(i);
-    }
-    for (size_t s = 0; s < want.size(); ++s) b.logits_indices.push_back(static_cast<int32_t>(plen - 1 + s));
-    b.attn.query_start_loc = {0, n};
-    b.attn.seq_lens = {n};
-    for (int j = 0; j < cache.num_blocks; ++j) b.attn.block_tables.push_back(j);
-    b.attn.max_blocks_per_seq = cache.num_blocks;
-    Tensor logits = m.model->forward(b, cache);
+    const Tensor logits = m.model->score(seq);
     for (size_t s = 0; s < want.size(); ++s) {
       ++steps;
-      const float* row = logits.data<float>() + s * vocab;
+      const float* row = logits.data<float>() + (plen - 1 + s) * vocab;
       const int32_t ours = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
       if (ours == want[s]) continue;
       ++mismatches;

@@ -62,19 +62,7 @@ TEST_P(TinyModel, MatchesTransformers) {
       std::vector<int32_t> seq = prompt;
       seq.insert(seq.end(), greedy.begin(), greedy.end());
       const int n = static_cast<int>(seq.size());
-      KvCache cache = m.model->allocate_kv_cache((n + 15) / 16, 16);
-      ForwardBatch b;
-      b.token_ids = seq;
-      for (int i = 0; i < n; ++i) {
-        b.positions.push_back(i);
-        b.slot_mapping.push_back(i);
-        b.logits_indices.push_back(i);
-      }
-      b.attn.query_start_loc = {0, n};
-      b.attn.seq_lens = {n};
-      for (int j = 0; j < cache.num_blocks; ++j) b.attn.block_tables.push_back(j);
-      b.attn.max_blocks_per_seq = cache.num_blocks;
-      Tensor logits = m.model->forward(b, cache);
+      const Tensor logits = m.model->score(seq);
       const double err = rel_error(logits.data<float>(), expected.data(), n, vocab);
       worst = std::max(worst, err);
       EXPECT_LE(err, kBar) << GetParam() << " prefill, prompt of " << prompt.size();
