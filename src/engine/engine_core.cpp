@@ -57,8 +57,16 @@ core::KvCacheConfig kv_config(const DecoderModel& model, const EngineConfig& c) 
   kv.block_size = c.block_size;
   kv.enable_prefix_caching = c.enable_prefix_caching;
   const int layers = model.config().num_layers;
-  kv.groups = {core::KvCacheGroupSpec{core::AttentionKind::kFullAttention, 0, layers,
-                                      model.kv_bytes_per_token() / layers}};
+  const auto& windows = model.config().sliding_window;
+  // When every layer has the same window, blocks that fall out of it go back to the pool.
+  // Mixed models keep one full-attention table (correct, without that saving) until the
+  // runner passes one block table per group.
+  const bool all_windowed = !windows.empty() && windows[0] > 0 &&
+                            std::all_of(windows.begin(), windows.end(),
+                                        [&](int w) { return w == windows[0]; });
+  kv.groups = {core::KvCacheGroupSpec{
+      all_windowed ? core::AttentionKind::kSlidingWindow : core::AttentionKind::kFullAttention,
+      all_windowed ? windows[0] : 0, layers, model.kv_bytes_per_token() / layers}};
   kv.num_blocks = core::num_blocks_for_budget(c.kv_cache_memory, model.kv_bytes_per_token(),
                                               c.block_size);
   return kv;
