@@ -151,7 +151,7 @@ void EngineCore::add_request(const std::string& id, std::vector<int32_t> prompt,
   }
 }
 
-void EngineCore::finish_child(const std::string& child_id, core::RequestStatus status) {
+void EngineCore::finish_child(const std::string& child_id) {
   runner_->remove_request(child_id);
   auto it = children_.find(child_id);
   if (it == children_.end()) return;
@@ -160,7 +160,6 @@ void EngineCore::finish_child(const std::string& child_id, core::RequestStatus s
   auto& kids = parents_[parent];
   kids.erase(std::remove(kids.begin(), kids.end(), child_id), kids.end());
   if (kids.empty()) parents_.erase(parent);
-  (void)status;
 }
 
 bool EngineCore::abort_request(const std::string& id) {
@@ -177,7 +176,7 @@ bool EngineCore::abort_request(const std::string& id) {
     out.num_prompt_tokens = c.num_prompt_tokens;
     pending_.push_back(std::move(out));
     scheduler_.abort_request(child);
-    finish_child(child, core::RequestStatus::kFinishedAborted);
+    finish_child(child);
   }
   return true;
 }
@@ -252,7 +251,7 @@ std::vector<RequestOutput> EngineCore::step() {
     if (done) {
       out.finished = true;
       out.finish_reason = core::finish_reason(status);
-      finish_child(u.request_id, status);
+      finish_child(u.request_id);
     }
     outputs.push_back(std::move(out));
   }

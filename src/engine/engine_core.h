@@ -67,7 +67,7 @@ class EngineCore {
   struct Completion;  // per child request: detokenizer and stop-string state
 
   void emit_text(Completion& c, RequestOutput& out, bool final);
-  void finish_child(const std::string& child_id, core::RequestStatus status);
+  void finish_child(const std::string& child_id);  // drops runner and output state
 
   const DecoderModel& model_;
   const Tokenizer* tokenizer_;

@@ -26,11 +26,7 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
   for (const auto& s : out.scheduled) max_blocks = std::max<int>(max_blocks, s.block_ids[0].size());
   b.attn.max_blocks_per_seq = std::max(1, max_blocks);
   b.attn.query_start_loc.push_back(0);
-  // Rows of the logits each request reads: [first, first + count).
-  struct Rows {
-    int first = 0, count = 0;
-  };
-  std::vector<Rows> rows;
+  std::vector<int> first_row;  // per scheduled request: its first row of the logits
   for (const auto& s : out.scheduled) {
     const auto& table = s.block_ids[0];
     VLLM_CHECK(states_.count(s.request_id), "scheduled unknown request ", s.request_id);
@@ -48,16 +44,13 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
     b.attn.block_tables.insert(b.attn.block_tables.end(), table.begin(), table.end());
     b.attn.block_tables.resize(b.attn.block_tables.size() + (b.attn.max_blocks_per_seq - table.size()), 0);
     // Prompt logprobs need every prompt position of the chunk; sampling needs the last row.
-    Rows r;
-    r.first = static_cast<int>(b.logits_indices.size());
+    first_row.push_back(static_cast<int>(b.logits_indices.size()));
     const int num_prompt = static_cast<int>(st.request.prompt.size());
     if (st.wants_prompt_logprobs()) {
       for (int i = 0; i < s.num_scheduled_tokens; ++i)
         if (s.num_computed_tokens + i < num_prompt - 1) b.logits_indices.push_back(start + i);
     }
     if (s.sample) b.logits_indices.push_back(start + s.num_scheduled_tokens - 1);
-    r.count = static_cast<int>(b.logits_indices.size()) - r.first;
-    rows.push_back(r);
   }
   std::unordered_map<std::string, StepSample> result;
   if (b.token_ids.empty()) return result;
@@ -67,7 +60,7 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
     const auto& s = out.scheduled[k];
     State& st = states_.at(s.request_id);
     StepSample& res = result[s.request_id];
-    int row = rows[k].first;
+    int row = first_row[k];
     const int num_prompt = static_cast<int>(st.request.prompt.size());
     if (st.wants_prompt_logprobs()) {
       for (int i = 0; i < s.num_scheduled_tokens; ++i) {
