@@ -66,14 +66,22 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
                kvh * cache.stride_bytes(2);
       };
       scores.resize(static_cast<size_t>(pos - first + 1));
-      float mx = -INFINITY;
-      for (int64_t j = first; j <= pos; ++j) {
+      // Keys of one block are rows `kv_stride` apart: f16 caches take them a block per call.
+      const int64_t kv_stride = k_cache.stride_bytes(1) / 2;
+      for (int64_t j = first; j <= pos;) {
+        const int64_t count = std::min(block_size - j % block_size, pos - j + 1);
         const char* k = kv_at(k_cache, j);
-        const float s = (half ? dot_f16(qv, reinterpret_cast<const uint16_t*>(k), D)
-                              : dot_f32(qv, reinterpret_cast<const float*>(k), D)) * scale;
-        scores[j - first] = s;
-        mx = std::max(mx, s);
+        if (half) {
+          dot_rows_f16(qv, reinterpret_cast<const uint16_t*>(k), kv_stride, count, D,
+                       &scores[j - first]);
+        } else {
+          for (int64_t r = 0; r < count; ++r)
+            scores[j - first + r] = dot_f32(qv, reinterpret_cast<const float*>(k + r * k_cache.stride_bytes(1)), D);
+        }
+        j += count;
       }
+      float mx = -INFINITY;
+      for (float& s : scores) mx = std::max(mx, s *= scale);
       double sum = 0;
       for (float& s : scores) sum += (s = std::exp(s - mx));
       float* o = reinterpret_cast<float*>(out.row(t) + h * out.stride_bytes(1));
@@ -81,12 +89,17 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
       const float inv = float(1.0 / sum);
       for (float& s : scores) s *= inv;
       if (half) round_to_f16(scores.data(), static_cast<int64_t>(scores.size()));
-      for (int64_t j = first; j <= pos; ++j) {
+      for (int64_t j = first; j <= pos;) {
+        const int64_t count = std::min(block_size - j % block_size, pos - j + 1);
         const char* v = kv_at(v_cache, j);
-        if (half)
-          axpy_f16(scores[j - first], reinterpret_cast<const uint16_t*>(v), o, D);
-        else
-          axpy_f32(scores[j - first], reinterpret_cast<const float*>(v), o, D);
+        if (half) {
+          axpy_rows_f16(&scores[j - first], reinterpret_cast<const uint16_t*>(v), kv_stride, count,
+                        D, o);
+        } else {
+          for (int64_t r = 0; r < count; ++r)
+            axpy_f32(scores[j - first + r], reinterpret_cast<const float*>(v + r * v_cache.stride_bytes(1)), o, D);
+        }
+        j += count;
       }
     }
   });
