@@ -17,7 +17,8 @@ Tensor host_i32(const std::vector<int32_t>& v) {
 
 }  // namespace
 
-DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w) : config_(std::move(config)) {
+DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Progress& on_layer)
+    : config_(std::move(config)) {
   const ModelConfig& c = config_;
   RopeTables tables = compute_rope_tables(c);
   rope_.inv_freq = std::move(tables.inv_freq);
@@ -69,6 +70,7 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w) : config_(
       L.k_norm = to_f32(w.require(p + "self_attn.k_norm.weight"));
     }
     L.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[i];
+    if (on_layer) on_layer(i + 1, c.num_layers);
   }
 }
 

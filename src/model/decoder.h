@@ -1,6 +1,7 @@
 // The shared pre-norm decoder serving every supported architecture (Llama, Mistral, Qwen2,
 // Qwen3, GGUF llama): embed -> N x (attention, MLP) -> norm -> LM head, over a paged KV cache.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "model/config.h"
@@ -11,7 +12,9 @@ namespace vllm {
 
 class DecoderModel {
  public:
-  DecoderModel(ModelConfig config, const WeightSource& weights);
+  // on_layer(done, total) is called after each decoder layer's weights are in place.
+  using Progress = std::function<void(int, int)>;
+  DecoderModel(ModelConfig config, const WeightSource& weights, const Progress& on_layer = {});
 
   const ModelConfig& config() const { return config_; }
   // The cache dtype: f16 for GGUF models (llama.cpp's default), f32 otherwise.

@@ -63,7 +63,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   return Tokenizer::from_gguf_vocab(vocab_from_gguf(*GgufFile::open(path)));
 }
 
-LoadedModel load_model(const std::string& path) {
+LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer) {
   LoadedModel out;
   out.path = path;
   const fs::path p(path);
@@ -75,7 +75,7 @@ LoadedModel load_model(const std::string& path) {
     if (fs::exists(p / "generation_config.json")) gen = read_json(p / "generation_config.json");
     ModelConfig config = config_from_hf(read_json(cfg), gen);
     auto weights = make_safetensors_source(SafetensorsModel::open(path));
-    out.model = std::make_unique<DecoderModel>(std::move(config), *weights);
+    out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer);
     if (fs::exists(p / "tokenizer.json")) out.tokenizer = Tokenizer::from_dir(path);
     return out;
   }
@@ -83,7 +83,7 @@ LoadedModel load_model(const std::string& path) {
   ModelConfig config = config_from_gguf(*gguf);
   out.tokenizer = Tokenizer::from_gguf_vocab(vocab_from_gguf(*gguf));
   auto weights = make_gguf_source(gguf);
-  out.model = std::make_unique<DecoderModel>(std::move(config), *weights);
+  out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer);
   return out;
 }
 

@@ -16,7 +16,7 @@ struct LoadedModel {
   const ModelConfig& config() const { return model->config(); }
 };
 
-LoadedModel load_model(const std::string& path);
+LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer = {});
 // Only the tokenizer of a model (no weights are read): tokenizer.json + tokenizer_config.json
 // of a directory, or the vocabulary embedded in a .gguf file.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

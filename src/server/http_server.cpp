@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -203,7 +204,17 @@ int run_server(ServerConfig config) {
   log_info(std::string("vllm-cpp ") + VLLM_VERSION + " serving " + cfg.model_path + " as '" +
            ctx.default_model() + "'");
   const auto t0 = std::chrono::steady_clock::now();
-  LoadedModel model = load_model(cfg.model_path);
+  // A progress bar on a terminal; log files get only the summary line below.
+  const bool tty = isatty(STDERR_FILENO);
+  LoadedModel model = load_model(cfg.model_path, [tty](int done, int total) {
+    if (!tty) return;
+    constexpr int kWidth = 30;
+    const int fill = done * kWidth / total;
+    std::fprintf(stderr, "\rLoading weights [%s%s] %d/%d layers%s",
+                 std::string(fill, '#').c_str(), std::string(kWidth - fill, ' ').c_str(), done,
+                 total, done == total ? "\n" : "");
+    std::fflush(stderr);
+  });
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto core = std::make_unique<EngineCore>(*model.model, model.tokenizer.get(), cfg.engine);
