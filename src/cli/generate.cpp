@@ -84,7 +84,6 @@ int run_generate(const GenerateArgs& a) {
   if (!m.tokenizer) throw Error(path + ": no tokenizer found");
   std::string prompt;
   for (const auto& p : a.prompt) prompt += (prompt.empty() ? "" : " ") + p;
-  if (prompt.empty() && a.input.empty()) throw Error("no prompt given");
   if (prompt.empty()) throw Error("no prompt given");
   const std::vector<int32_t> ids = m.tokenizer->encode(prompt, true);
   GenerateOptions opts;
@@ -98,7 +97,10 @@ int run_generate(const GenerateArgs& a) {
   Generator gen(*m.model, a.max_model_len);
   const auto t1 = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point first;
-  IncrementalDetokenizer detok(*m.tokenizer, /*skip_special_tokens=*/true);
+  // The prompt's last tokens as context, so a first word keeps its leading space.
+  const size_t ctx = std::min<size_t>(ids.size(), 8);
+  IncrementalDetokenizer detok(*m.tokenizer, /*skip_special_tokens=*/true,
+                               std::span<const int32_t>(ids).last(ctx));
   int n = 0;
   std::cout << prompt << std::flush;
   gen.generate(ids, opts, [&](int32_t tok) {
@@ -108,7 +110,7 @@ int run_generate(const GenerateArgs& a) {
   });
   std::cout << detok.finish() << std::endl;
   const auto t2 = std::chrono::steady_clock::now();
-  if (!a.quiet) {
+  if (!a.quiet && n > 0) {
     auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
     std::fprintf(stderr,
                  "load %.2fs | prompt %zu tokens, %.1f tok/s | generated %d tokens, %.1f tok/s "
