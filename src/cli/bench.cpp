@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "model/generator.h"
 #include "model/load.h"
+#include "runtime/device.h"
 #include "runtime/cpu/quant.h"
 #include "runtime/thread_pool.h"
 
@@ -21,12 +22,16 @@ struct BenchArgs {
   int output_len = 128;
   int threads = 0;
   int repeats = 3;
+  std::string device = "cpu";
 };
 
 int run_latency(const BenchArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   const std::string path = a.model.empty() ? default_model_path() : a.model;
-  LoadedModel m = load_model(path);
+  const auto t_load = std::chrono::steady_clock::now();
+  LoadedModel m = load_model(path, {}, parse_device(a.device));
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   std::mt19937 rng(0);
   std::uniform_int_distribution<int32_t> tok(100, std::min(40000, m.config().vocab_size - 1));
   std::vector<int32_t> prompt(a.input_len);
@@ -51,10 +56,11 @@ int run_latency(const BenchArgs& a) {
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("{\"engine\": \"vllm-cpp\", \"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, "
-              "\"peak_rss_mb\": %.1f, \"threads\": %d, \"isa\": \"%s\"}\n",
-              best_prefill, best_decode, ru.ru_maxrss / 1024.0, cpu_pool().num_threads(),
-              cpu::qdot_isa());
+  std::printf("{\"engine\": \"vllm-cpp\", \"device\": \"%s\", \"prefill_tok_s\": %.1f, "
+              "\"decode_tok_s\": %.1f, \"load_s\": %.3f, \"peak_rss_mb\": %.1f, "
+              "\"threads\": %d, \"isa\": \"%s\"}\n",
+              a.device.c_str(), best_prefill, best_decode, load_s, ru.ru_maxrss / 1024.0,
+              cpu_pool().num_threads(), cpu::qdot_isa());
   return 0;
 }
 
@@ -70,6 +76,7 @@ void add_bench(CLI::App& app) {
   lat->add_option("--output-len", args->output_len)->check(CLI::Range(1, 1 << 20));
   lat->add_option("--threads,-t", args->threads)->check(CLI::Range(1, 1024));
   lat->add_option("--repeats", args->repeats)->check(CLI::Range(1, 100));
+  lat->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   lat->callback([args] { std::exit(run_guarded([&] { return run_latency(*args); })); });
   add_bench_serve(*bench);
 }

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "model/generator.h"
 #include "model/load.h"
+#include "runtime/device.h"
 #include "runtime/thread_pool.h"
 #include "util/check.h"
 
@@ -40,6 +41,8 @@ struct GenerateArgs {
   std::string input, output;
   EngineConfig engine;
   std::string kv_cache_memory;
+  double gpu_memory_utilization = 0.9;
+  std::string device = "cpu";
   bool no_prefix_caching = false;
 };
 
@@ -72,11 +75,13 @@ int run_generate(const GenerateArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   const auto t0 = std::chrono::steady_clock::now();
-  LoadedModel m = load_model(path);
+  const Device device = parse_device(a.device);
+  LoadedModel m = load_model(path, {}, device);
   if (!a.input.empty() || !a.output.empty()) {
     if (a.input.empty() || a.output.empty()) throw Error("--input and --output go together");
     EngineConfig config = a.engine;
     if (!a.kv_cache_memory.empty()) config.kv_cache_memory = parse_bytes(a.kv_cache_memory);
+    else if (device.kind == DeviceKind::Cuda) config.gpu_memory_utilization = a.gpu_memory_utilization;
     config.enable_prefix_caching = !a.no_prefix_caching;
     if (a.seed >= 0) config.seed = static_cast<uint64_t>(a.seed);
     return run_batch(m, config, a.input, a.output);
@@ -147,6 +152,10 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "KV cache budget, e.g. 1GiB (default 1GiB)");
   cmd->add_option("--block-size", args->engine.block_size)->check(CLI::IsMember({8, 16, 32, 64, 128}));
   cmd->add_flag("--no-enable-prefix-caching", args->no_prefix_caching);
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
+                  "CUDA, batch mode: fraction of GPU memory to use when --kv-cache-memory is not "
+                  "given")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   cmd->callback([args] { std::exit(run_guarded([&] { return run_generate(*args); })); });
 }
 

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "model/load.h"
+#include "runtime/device.h"
 #include "runtime/thread_pool.h"
 #include "server/http_server.h"
 #include "server/log.h"
@@ -18,7 +19,7 @@ struct ServeArgs {
   std::string model, model_flag;
   server::ServerConfig config;
   std::vector<std::string> served_model_names;
-  std::string kv_cache_memory, chat_template, dtype = "auto", log_level = "info";
+  std::string kv_cache_memory, chat_template, dtype = "auto", log_level = "info", device = "cpu";
   double gpu_memory_utilization = -1;
   int tensor_parallel_size = 1;
   int threads = 0;
@@ -41,8 +42,8 @@ std::string read_chat_template(const std::string& arg) {
 int run_serve(ServeArgs& a) {
   server::set_log_level(a.log_level);
   if (a.dtype != "auto")
-    throw Error("--dtype " + a.dtype + " is not supported on CPU yet (use auto: the checkpoint's "
-                "own types, f32 activations)");
+    throw Error("--dtype " + a.dtype + " is not supported yet (use auto: the checkpoint's own "
+                "types, block types dequantized to bf16 on CUDA, f32 activations)");
   if (a.tensor_parallel_size != 1)
     throw Error("--tensor-parallel-size " + std::to_string(a.tensor_parallel_size) +
                 ": only 1 is supported (tensor parallelism needs the CUDA backend)");
@@ -55,11 +56,16 @@ int run_serve(ServeArgs& a) {
   c.served_model_names = a.served_model_names;
   if (c.served_model_names.empty())
     c.served_model_names = {a.model.empty() ? "HuggingFaceTB/SmolLM2-135M-Instruct" : a.model};
+  c.device = parse_device(a.device);
   if (!a.kv_cache_memory.empty()) c.engine.kv_cache_memory = parse_bytes(a.kv_cache_memory);
-  if (a.gpu_memory_utilization >= 0)
+  if (c.device.kind == DeviceKind::Cuda) {
+    if (a.kv_cache_memory.empty())
+      c.engine.gpu_memory_utilization = a.gpu_memory_utilization >= 0 ? a.gpu_memory_utilization : 0.9;
+  } else if (a.gpu_memory_utilization >= 0) {
     server::log_warning("--gpu-memory-utilization does not apply on CPU; the KV cache takes "
                         "--kv-cache-memory (" + std::to_string(c.engine.kv_cache_memory >> 20) +
                         " MiB)");
+  }
   c.engine.enable_prefix_caching = !a.no_prefix_caching;
   c.engine.seed = static_cast<uint64_t>(a.seed);
   if (!a.chat_template.empty()) c.chat_template = read_chat_template(a.chat_template);
@@ -89,7 +95,9 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 24))->capture_default_str();
   cmd->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache budget, e.g. 2GiB (default 1GiB)");
   cmd->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
-                  "Accepted for vLLM compatibility; does not apply on CPU")->check(CLI::Range(0.0, 1.0));
+                  "Fraction of GPU memory for weights, activations and KV cache (default 0.9; "
+                  "CUDA only)")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--block-size", c.engine.block_size)->check(CLI::IsMember({8, 16, 32, 64, 128}))
       ->capture_default_str();
   cmd->add_flag("--enable-prefix-caching", a->enable_prefix_caching, "On by default");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/device.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -81,8 +82,29 @@ core::SchedulerConfig scheduler_config(const EngineConfig& c) {
   return s;
 }
 
+// f32 activations of one step at the token budget (the decoder's buffers) plus the logits of
+// max_num_seqs sampled rows, with a quarter more for the pool's rounding and temporaries.
+int64_t activation_bytes(const ModelConfig& m, const EngineConfig& c) {
+  const int64_t per_token = 4 * (4 * int64_t(m.hidden_size) + m.q_size() + 2 * m.kv_size() +
+                                 int64_t(m.num_heads) * m.head_dim + 3 * int64_t(m.intermediate_size));
+  const int64_t logits = int64_t(4) * c.max_num_seqs * m.vocab_size;
+  return (per_token * c.max_num_batched_tokens + 2 * logits) * 5 / 4;
+}
+
 EngineConfig resolved(EngineConfig c, const DecoderModel& model) {
   if (c.max_model_len <= 0) c.max_model_len = model.config().max_position_embeddings;
+  if (model.device().kind == DeviceKind::Cuda && c.gpu_memory_utilization > 0) {
+    const DeviceInfo info = cuda_device_info(model.device().index);
+    const int64_t used = int64_t(info.total_bytes) - int64_t(info.free_bytes);
+    const int64_t budget = static_cast<int64_t>(c.gpu_memory_utilization * double(info.total_bytes)) -
+                           used - activation_bytes(model.config(), c);
+    if (budget <= 0)
+      throw Error("--gpu-memory-utilization " + std::to_string(c.gpu_memory_utilization) +
+                  " leaves no room for a KV cache: " + std::to_string(used >> 20) +
+                  " MiB of " + std::to_string(info.total_bytes >> 20) +
+                  " MiB are in use after loading the weights");
+    c.kv_cache_memory = budget;
+  }
   return c;
 }
 

@@ -20,6 +20,10 @@ struct EngineConfig {
   int max_model_len = 0;  // 0: the model's max_position_embeddings
   int block_size = 16;
   int64_t kv_cache_memory = int64_t(1) << 30;  // bytes for K/V of all layers
+  // On a GPU, when > 0: the KV cache takes what is left of this fraction of the device's
+  // memory after the weights and a step's activations (vLLM's --gpu-memory-utilization),
+  // instead of kv_cache_memory.
+  double gpu_memory_utilization = 0.0;
   bool enable_prefix_caching = true;
   bool priority_policy = false;  // else FCFS
   uint64_t seed = 0;             // base seed for requests without their own

@@ -55,6 +55,7 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
   std::unordered_map<std::string, StepSample> result;
   if (b.token_ids.empty()) return result;
   Tensor logits = model_.forward(b, cache_);
+  if (logits.device() != kCpu) logits = logits.to(kCpu);
   const int vocab = model_.config().vocab_size;
   for (size_t k = 0; k < out.scheduled.size(); ++k) {
     const auto& s = out.scheduled[k];

@@ -17,8 +17,9 @@ Tensor host_i32(const std::vector<int32_t>& v) {
 
 }  // namespace
 
-DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Progress& on_layer)
-    : config_(std::move(config)) {
+DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Progress& on_layer,
+                           Device device)
+    : config_(std::move(config)), device_(device) {
   const ModelConfig& c = config_;
   RopeTables tables = compute_rope_tables(c);
   rope_.inv_freq = std::move(tables.inv_freq);
@@ -38,19 +39,24 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
     }
   }
 
-  embed_tokens = w.require("model.embed_tokens.weight");
-  VLLM_CHECK(embed_tokens.size(0) == c.vocab_size && embed_tokens.size(1) == c.hidden_size,
-             "embed_tokens shape ", embed_tokens.shape_str());
-  final_norm = to_f32(w.require("model.norm.weight"));
+  const Tensor embed = w.require("model.embed_tokens.weight");
+  VLLM_CHECK(embed.size(0) == c.vocab_size && embed.size(1) == c.hidden_size,
+             "embed_tokens shape ", embed.shape_str());
+  embed_tokens = place_weight(embed, device);
+  final_norm = to_f32(w.require("model.norm.weight"), device);
   auto head = w.get("lm_head.weight");
-  lm_head = head && !c.tie_word_embeddings ? *head : embed_tokens;
+  lm_head = head && !c.tie_word_embeddings ? place_weight(*head, device) : embed_tokens;
+  if (c.kv_cache_f16)
+    kv_dtype_ = DType::F16;
+  else if (device.kind != DeviceKind::Cpu && embed_tokens.dtype() != DType::F32)
+    kv_dtype_ = embed_tokens.dtype();
 
   layers_.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     Layer& L = layers_[i];
-    L.attn_norm = to_f32(w.require(p + "input_layernorm.weight"));
-    L.ffn_norm = to_f32(w.require(p + "post_attention_layernorm.weight"));
+    L.attn_norm = to_f32(w.require(p + "input_layernorm.weight"), device);
+    L.ffn_norm = to_f32(w.require(p + "post_attention_layernorm.weight"), device);
     std::vector<Tensor> qkv_bias;
     if (c.attention_bias)
       for (const char* n : {"q_proj", "k_proj", "v_proj"})
@@ -58,16 +64,16 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
     L.qkv = Linear::fused({w.require(p + "self_attn.q_proj.weight"),
                            w.require(p + "self_attn.k_proj.weight"),
                            w.require(p + "self_attn.v_proj.weight")},
-                          qkv_bias);
+                          qkv_bias, device);
     VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
                " q/k/v shapes do not match the config");
-    L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {});
+    L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, device);
     L.gate_up = Linear::fused(
-        {w.require(p + "mlp.gate_proj.weight"), w.require(p + "mlp.up_proj.weight")}, {});
-    L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {});
+        {w.require(p + "mlp.gate_proj.weight"), w.require(p + "mlp.up_proj.weight")}, {}, device);
+    L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, device);
     if (c.qk_norm) {
-      L.q_norm = to_f32(w.require(p + "self_attn.q_norm.weight"));
-      L.k_norm = to_f32(w.require(p + "self_attn.k_norm.weight"));
+      L.q_norm = to_f32(w.require(p + "self_attn.q_norm.weight"), device);
+      L.k_norm = to_f32(w.require(p + "self_attn.k_norm.weight"), device);
     }
     L.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[i];
     if (on_layer) on_layer(i + 1, c.num_layers);
@@ -81,7 +87,8 @@ Tensor DecoderModel::score(std::span<const int32_t> tokens) const {
   std::vector<int32_t> table(cache.num_blocks), rows(n);
   std::iota(table.begin(), table.end(), 0);
   std::iota(rows.begin(), rows.end(), 0);
-  return forward(single_sequence_batch(tokens, 0, table, kBlock, rows), cache);
+  Tensor logits = forward(single_sequence_batch(tokens, 0, table, kBlock, rows), cache);
+  return device_ == kCpu ? logits : logits.to(kCpu);
 }
 
 int64_t DecoderModel::kv_bytes_per_token() const {
@@ -95,7 +102,8 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {
   // Uninitialised: attention only reads slots written before, and untouched pages cost no RSS.
   for (int i = 0; i < config_.num_layers; ++i) {
     for (auto* side : {&cache.k, &cache.v})
-      side->push_back(Tensor::empty({num_blocks, block_size, config_.num_kv_heads, config_.head_dim}, kv_dtype()));
+      side->push_back(Tensor::empty(
+          {num_blocks, block_size, config_.num_kv_heads, config_.head_dim}, kv_dtype(), device_));
   }
   return cache;
 }
@@ -106,18 +114,53 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
   VLLM_CHECK(T > 0, "empty batch");
   VLLM_CHECK(batch.positions.size() == size_t(T) && batch.slot_mapping.size() == size_t(T),
              "batch arrays disagree in length");
-  const Tensor ids = host_i32(batch.token_ids);
-  const Tensor positions = host_i32(batch.positions);
-  const Tensor slots = host_i32(batch.slot_mapping);
+  const int64_t num_logits = static_cast<int64_t>(batch.logits_indices.size());
+  for (int32_t id : batch.token_ids)
+    VLLM_CHECK(id >= 0 && id < c.vocab_size, "token id ", id, " outside vocab of ", c.vocab_size);
+  const int64_t num_slots = int64_t(cache.num_blocks) * cache.block_size;
+  for (int32_t s : batch.slot_mapping)
+    VLLM_CHECK(s < num_slots, "slot ", s, " beyond cache of ", num_slots);
+
+  // The step's integer arrays, on the device in one copy; all layers share them.
+  AttentionMeta meta_on_device;
+  const AttentionMeta* meta = &batch.attn;
+  Tensor ids, positions, slots, rows_wanted;
+  if (device_.kind == DeviceKind::Cpu) {
+    ids = host_i32(batch.token_ids);
+    positions = host_i32(batch.positions);
+    slots = host_i32(batch.slot_mapping);
+    rows_wanted = host_i32(batch.logits_indices);
+  } else {
+    const AttentionMeta& a = batch.attn;
+    const std::vector<const std::vector<int32_t>*> parts = {
+        &batch.token_ids, &batch.positions,  &batch.slot_mapping, &batch.logits_indices,
+        &a.query_start_loc, &a.seq_lens, &a.block_tables};
+    std::vector<int32_t> packed;
+    for (const auto* p : parts) packed.insert(packed.end(), p->begin(), p->end());
+    const Tensor all = host_i32(packed).to(device_);
+    std::vector<Tensor> views;
+    int64_t off = 0;
+    for (const auto* p : parts) {
+      views.push_back(all.narrow(off, static_cast<int64_t>(p->size())));
+      off += static_cast<int64_t>(p->size());
+    }
+    ids = views[0], positions = views[1], slots = views[2], rows_wanted = views[3];
+    meta_on_device = a;
+    meta_on_device.device_query_start_loc = views[4];
+    meta_on_device.device_seq_lens = views[5];
+    meta_on_device.device_block_tables = views[6];
+    meta = &meta_on_device;
+  }
 
   // Activations [T, ...]; `residual` is the running stream, `h` the normed input of a block.
-  Tensor residual = Tensor::empty({T, c.hidden_size}, DType::F32);
-  Tensor h = Tensor::empty({T, c.hidden_size}, DType::F32);
-  Tensor qkv = Tensor::empty({T, c.q_size() + 2 * c.kv_size()}, DType::F32);
-  Tensor attn = Tensor::empty({T, c.num_heads, c.head_dim}, DType::F32);
-  Tensor block_out = Tensor::empty({T, c.hidden_size}, DType::F32);
-  Tensor gate_up = Tensor::empty({T, 2 * int64_t(c.intermediate_size)}, DType::F32);
-  Tensor act = Tensor::empty({T, c.intermediate_size}, DType::F32);
+  const Device d = device_;
+  Tensor residual = Tensor::empty({T, c.hidden_size}, DType::F32, d);
+  Tensor h = Tensor::empty({T, c.hidden_size}, DType::F32, d);
+  Tensor qkv = Tensor::empty({T, c.q_size() + 2 * c.kv_size()}, DType::F32, d);
+  Tensor attn = Tensor::empty({T, c.num_heads, c.head_dim}, DType::F32, d);
+  Tensor block_out = Tensor::empty({T, c.hidden_size}, DType::F32, d);
+  Tensor gate_up = Tensor::empty({T, 2 * int64_t(c.intermediate_size)}, DType::F32, d);
+  Tensor act = Tensor::empty({T, c.intermediate_size}, DType::F32, d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
   embedding(ids, embed_tokens, residual);
@@ -139,7 +182,7 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
     rope(q, positions, rope_);
     rope(k, positions, rope_);
     reshape_and_cache(k, v, cache.k[i], cache.v[i], slots);
-    paged_attention(q, cache.k[i], cache.v[i], batch.attn, scale, L.sliding_window, attn);
+    paged_attention(q, cache.k[i], cache.v[i], *meta, scale, L.sliding_window, attn);
     L.o(attn.merge_last(), block_out);
 
     add_rms_norm(block_out, residual, L.ffn_norm, static_cast<float>(c.rms_norm_eps), h);
@@ -149,10 +192,9 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
   }
   add_rms_norm(block_out, residual, final_norm, static_cast<float>(c.rms_norm_eps), h);
 
-  const int64_t L = static_cast<int64_t>(batch.logits_indices.size());
-  Tensor rows = Tensor::empty({L, c.hidden_size}, DType::F32);
-  embedding(host_i32(batch.logits_indices), h, rows);
-  Tensor logits = Tensor::empty({L, c.vocab_size}, DType::F32);
+  Tensor rows = Tensor::empty({num_logits, c.hidden_size}, DType::F32, d);
+  embedding(rows_wanted, h, rows);
+  Tensor logits = Tensor::empty({num_logits, c.vocab_size}, DType::F32, d);
   matmul(rows, lm_head, logits);
   return logits;
 }

@@ -14,16 +14,21 @@ class DecoderModel {
  public:
   // on_layer(done, total) is called after each decoder layer's weights are in place.
   using Progress = std::function<void(int, int)>;
-  DecoderModel(ModelConfig config, const WeightSource& weights, const Progress& on_layer = {});
+  // Weights are placed on `device` (see place_weight); activations and the KV cache live there.
+  DecoderModel(ModelConfig config, const WeightSource& weights, const Progress& on_layer = {},
+               Device device = kCpu);
 
   const ModelConfig& config() const { return config_; }
-  // The cache dtype: f16 for GGUF models (llama.cpp's default), f32 otherwise.
-  DType kv_dtype() const { return config_.kv_cache_f16 ? DType::F16 : DType::F32; }
+  Device device() const { return device_; }
+  // The cache dtype: f16 for GGUF models (llama.cpp's default); otherwise f32 on the CPU and,
+  // on CUDA, the weights' own type (bf16 / f16 / f32).
+  DType kv_dtype() const { return kv_dtype_; }
   int64_t kv_bytes_per_token() const;
   KvCache allocate_kv_cache(int num_blocks, int block_size) const;
-  // Logits [batch.logits_indices.size(), vocab_size] f32.
+  // Logits [batch.logits_indices.size(), vocab_size] f32, on device().
   Tensor forward(const ForwardBatch& batch, KvCache& cache) const;
-  // Logits [tokens.size(), vocab_size] of one fresh sequence at every position (own cache).
+  // Logits [tokens.size(), vocab_size] of one fresh sequence at every position (own cache),
+  // on the host.
   Tensor score(std::span<const int32_t> tokens) const;
 
  private:
@@ -34,6 +39,8 @@ class DecoderModel {
   };
 
   ModelConfig config_;
+  Device device_;
+  DType kv_dtype_ = DType::F32;
   RopeParams rope_;
   Tensor embed_tokens;  // [vocab, hidden], stored dtype
   Tensor final_norm;

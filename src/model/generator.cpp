@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "runtime/ops.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -16,12 +17,23 @@ Generator::Generator(const DecoderModel& model, int max_model_len, int block_siz
   std::iota(block_table_.rbegin(), block_table_.rend(), 0);
 }
 
-std::vector<float> Generator::run(const std::vector<int32_t>& seq, int start, int n) {
+Tensor Generator::run(const std::vector<int32_t>& seq, int start, int n) {
   const ForwardBatch b = single_sequence_batch(std::span<const int32_t>(seq).subspan(start, n),
                                                start, block_table_, block_size_, {n - 1});
-  Tensor logits = model_.forward(b, cache_);
-  const float* p = logits.data<float>();
-  return std::vector<float>(p, p + model_.config().vocab_size);
+  return model_.forward(b, cache_);
+}
+
+int32_t Generator::next_token(const Tensor& logits, const GenerateOptions& opts,
+                              SamplerState& sampler) {
+  if (logits.device() != kCpu && opts.sampling.plain_greedy() && !keep_logits) {
+    Tensor id = Tensor::empty({1}, DType::I32, logits.device());
+    argmax_rows(logits, id);
+    return id.to(kCpu).data<int32_t>()[0];  // 4 bytes travel, not the vocabulary
+  }
+  const Tensor host = logits.device() == kCpu ? logits : logits.to(kCpu);
+  std::vector<float> row(host.data<float>(), host.data<float>() + model_.config().vocab_size);
+  if (keep_logits) step_logits.push_back(row);
+  return sample(row, opts.sampling, sampler, model_.config().eos_token_ids).token;
 }
 
 std::vector<int32_t> Generator::generate(const std::vector<int32_t>& prompt,
@@ -34,15 +46,14 @@ std::vector<int32_t> Generator::generate(const std::vector<int32_t>& prompt,
   step_logits.clear();
   SamplerState sampler(opts.sampling, prompt, std::random_device{}());
   std::vector<int32_t> seq = prompt, out;
-  std::vector<float> logits;
+  Tensor logits;
   const int chunk = std::max(1, opts.prefill_chunk);
   for (int start = 0; start < static_cast<int>(prompt.size()); start += chunk)
     logits = run(seq, start, std::min<int>(chunk, static_cast<int>(prompt.size()) - start));
   const auto& eos = model_.config().eos_token_ids;
   while (static_cast<int>(out.size()) < opts.max_tokens &&
          static_cast<int>(seq.size()) < max_model_len_) {
-    if (keep_logits) step_logits.push_back(logits);
-    const int32_t tok = sample(logits, opts.sampling, sampler, eos).token;
+    const int32_t tok = next_token(logits, opts, sampler);
     out.push_back(tok);
     seq.push_back(tok);
     const bool is_eos = std::find(eos.begin(), eos.end(), tok) != eos.end();

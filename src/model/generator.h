@@ -34,8 +34,10 @@ class Generator {
   std::vector<std::vector<float>> step_logits;
 
  private:
-  // Runs tokens [start, start + n) of `seq` and returns logits of the last one.
-  std::vector<float> run(const std::vector<int32_t>& seq, int start, int n);
+  // Runs tokens [start, start + n) of `seq`; logits [1, vocab] of the last one, on the
+  // model's device.
+  Tensor run(const std::vector<int32_t>& seq, int start, int n);
+  int32_t next_token(const Tensor& logits, const GenerateOptions& opts, SamplerState& sampler);
 
   const DecoderModel& model_;
   int max_model_len_;

@@ -63,7 +63,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   return Tokenizer::from_gguf_vocab(vocab_from_gguf(*GgufFile::open(path)));
 }
 
-LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer) {
+LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer,
+                       Device device) {
   LoadedModel out;
   out.path = path;
   const fs::path p(path);
@@ -75,7 +76,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
     if (fs::exists(p / "generation_config.json")) gen = read_json(p / "generation_config.json");
     ModelConfig config = config_from_hf(read_json(cfg), gen);
     auto weights = make_safetensors_source(SafetensorsModel::open(path));
-    out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer);
+    out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer, device);
     if (fs::exists(p / "tokenizer.json")) out.tokenizer = Tokenizer::from_dir(path);
     return out;
   }
@@ -83,7 +84,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
   ModelConfig config = config_from_gguf(*gguf);
   out.tokenizer = Tokenizer::from_gguf_vocab(vocab_from_gguf(*gguf));
   auto weights = make_gguf_source(gguf);
-  out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer);
+  out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer, device);
   return out;
 }
 

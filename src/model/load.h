@@ -16,7 +16,8 @@ struct LoadedModel {
   const ModelConfig& config() const { return model->config(); }
 };
 
-LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer = {});
+LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer = {},
+                       Device device = kCpu);
 // Only the tokenizer of a model (no weights are read): tokenizer.json + tokenizer_config.json
 // of a directory, or the vocabulary embedded in a .gguf file.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

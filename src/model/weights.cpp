@@ -6,6 +6,7 @@
 #include "loader/gguf.h"
 #include "loader/safetensors.h"
 #include "runtime/cpu/quant.h"
+#include "runtime/backend.h"
 #include "runtime/ops.h"
 #include "util/check.h"
 
@@ -80,15 +81,64 @@ std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<GgufFile> gguf) {
   return std::make_unique<GgufSource>(std::move(gguf));
 }
 
-Tensor to_f32(const Tensor& t) {
+Tensor to_f32(const Tensor& t, Device device) {
   VLLM_CHECK(t.is_contiguous() && t.device().kind == DeviceKind::Cpu, "to_f32 input");
   const std::vector<int64_t> shape = t.shape();
   Tensor out = Tensor::empty(std::span<const int64_t>(shape), DType::F32);
   cpu::dequantize_row(t.dtype(), t.raw(), out.data<float>(), t.numel());
+  return device == kCpu ? out : out.to(device);
+}
+
+DType compute_dtype(DType stored, Device device) {
+  if (device.kind == DeviceKind::Cpu) return stored;
+  return dtype_info(stored).quantized ? DType::BF16 : stored;
+}
+
+namespace {
+
+// Writes host tensor `src` converted to `dtype` at device address `dst`, in pieces so that a
+// dequantized copy never needs more than a few MiB of host memory at once.
+void upload_as(const Tensor& src, DType dtype, void* dst, Device device) {
+  Backend& be = backend_for(device);
+  if (src.dtype() == dtype) {
+    be.copy(dst, device, src.raw(), kCpu, static_cast<size_t>(src.nbytes()));
+    return;
+  }
+  VLLM_CHECK(dtype == DType::BF16 || dtype == DType::F16 || dtype == DType::F32,
+             "cannot convert ", dtype_name(src.dtype()), " to ", dtype_name(dtype));
+  const int64_t cols = src.size(-1), rows = src.numel() / cols;
+  const int64_t rows_per_piece = std::max<int64_t>(1, (int64_t(4) << 20) / cols);
+  const size_t out_elem = dtype_info(dtype).block_bytes;
+  std::vector<float> f(static_cast<size_t>(rows_per_piece * cols));
+  std::vector<uint16_t> h(dtype == DType::F32 ? 0 : f.size());
+  for (int64_t r = 0; r < rows; r += rows_per_piece) {
+    const int64_t n = std::min(rows_per_piece, rows - r) * cols;
+    cpu::dequantize_row(src.dtype(), src.row(r), f.data(), n);
+    const void* piece = f.data();
+    if (dtype != DType::F32) {
+      for (int64_t i = 0; i < n; ++i)
+        h[i] = dtype == DType::BF16 ? f32_to_bf16(f[i]) : f32_to_f16(f[i]);
+      piece = h.data();
+    }
+    be.copy(static_cast<char*>(dst) + r * cols * out_elem, device, piece, kCpu,
+            static_cast<size_t>(n) * out_elem);
+  }
+}
+
+}  // namespace
+
+Tensor place_weight(const Tensor& t, Device device) {
+  if (device.kind == DeviceKind::Cpu) return t;
+  VLLM_CHECK(t.is_contiguous() && t.device().kind == DeviceKind::Cpu, "place_weight input");
+  const std::vector<int64_t> shape = t.shape();
+  Tensor out = Tensor::empty(std::span<const int64_t>(shape), compute_dtype(t.dtype(), device),
+                             device);
+  upload_as(t, out.dtype(), out.raw(), device);
   return out;
 }
 
-Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases) {
+Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases,
+                     Device device) {
   VLLM_CHECK(!weights.empty(), "Linear without weights");
   Linear lin;
   const int64_t in = weights[0].size(1);
@@ -98,7 +148,20 @@ Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tenso
     same_dtype &= w.dtype() == weights[0].dtype();
     lin.out_features += w.size(0);
   }
-  if (weights.size() == 1 || !same_dtype) {
+  if (weights.size() == 1) {
+    lin.parts = {place_weight(weights[0], device)};
+  } else if (device.kind != DeviceKind::Cpu) {
+    // Each part converted straight into its rows of the fused device tensor.
+    const DType dt = compute_dtype(weights[0].dtype(), device);
+    Tensor f = Tensor::empty({lin.out_features, in}, dt, device);
+    int64_t row = 0;
+    for (const Tensor& w : weights) {
+      VLLM_CHECK(compute_dtype(w.dtype(), device) == dt, "fused weights of mixed dtypes");
+      upload_as(w, dt, f.row(row), device);
+      row += w.size(0);
+    }
+    lin.parts = {f};
+  } else if (!same_dtype) {
     lin.parts = weights;
   } else {
     Tensor f = Tensor::empty({lin.out_features, in}, weights[0].dtype());
@@ -111,12 +174,13 @@ Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tenso
   }
   if (!biases.empty()) {
     VLLM_CHECK(biases.size() == weights.size(), "one bias per fused weight");
-    lin.bias = Tensor::empty({lin.out_features}, DType::F32);
-    float* dst = lin.bias.data<float>();
+    Tensor bias = Tensor::empty({lin.out_features}, DType::F32);
+    float* dst = bias.data<float>();
     for (const Tensor& b : biases) {
       cpu::dequantize_row(b.dtype(), b.raw(), dst, b.numel());
       dst += b.numel();
     }
+    lin.bias = device == kCpu ? bias : bias.to(device);
   }
   return lin;
 }

@@ -26,8 +26,14 @@ std::unique_ptr<WeightSource> make_safetensors_source(std::shared_ptr<Safetensor
 // GGUF tensors under their HF names (llama.cpp's naming translated).
 std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<GgufFile> gguf);
 
-// A contiguous f32 copy (norm weights and biases are used in f32).
-Tensor to_f32(const Tensor& t);
+// A contiguous f32 copy (norm weights and biases are used in f32), on `device`.
+Tensor to_f32(const Tensor& t, Device device = kCpu);
+// The dtype a weight is computed in on `device`: the stored one on the CPU (block types stay
+// quantized there); on CUDA float types keep theirs and block types become bf16.
+DType compute_dtype(DType stored, Device device);
+// `t` ready for matmul / embedding on `device`: the same tensor on the CPU, else a device copy
+// in compute_dtype().
+Tensor place_weight(const Tensor& t, Device device);
 
 // y = x @ W^T (+ b), W the row-wise concatenation of `parts` when their dtypes allow it.
 struct Linear {
@@ -35,7 +41,8 @@ struct Linear {
   Tensor bias;                // [out] f32, or undefined
   int64_t out_features = 0;
 
-  static Linear fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases);
+  static Linear fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases,
+                      Device device = kCpu);
   void operator()(const Tensor& x, Tensor& out) const;
 };
 

@@ -39,6 +39,8 @@ class Backend {
   virtual void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                const AttentionMeta& meta, float scale, int sliding_window,
                                Tensor& out) = 0;
+  // out[R] (i32) = index of the largest element of each row of x[R, C]; ties: lowest index.
+  virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;
 };
 
 // The backend serving `device`; throws if that backend is not compiled in or not present.

@@ -24,10 +24,12 @@ void inner_packed(const Tensor& t, const char* name) {
              " must be contiguous in its last dim");
 }
 
-// Paged K/V caches: [num_blocks, block_size, Hkv, D], both f32 or both f16.
+// Paged K/V caches: [num_blocks, block_size, Hkv, D], both f32, both f16 or (CUDA) both bf16.
 void expect_cache(const Tensor& k_cache, const Tensor& v_cache) {
-  VLLM_CHECK(k_cache.dtype() == DType::F32 || k_cache.dtype() == DType::F16,
-             "kv cache dtype ", dtype_name(k_cache.dtype()));
+  const DType dt = k_cache.dtype();
+  VLLM_CHECK(dt == DType::F32 || dt == DType::F16 ||
+                 (dt == DType::BF16 && k_cache.device().kind == DeviceKind::Cuda),
+             "kv cache dtype ", dtype_name(dt), " on ", k_cache.device().str());
   expect(k_cache, "k_cache", 4, k_cache.dtype());
   expect(v_cache, "v_cache", 4, k_cache.dtype());
 }
@@ -147,10 +149,14 @@ void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor
   VLLM_CHECK(k.stride_bytes(2) == 4 && k.stride_bytes(1) == 4 * k.size(2) &&
                  v.stride_bytes(2) == 4 && v.stride_bytes(1) == 4 * v.size(2),
              "k and v rows must be packed");
-  const int64_t num_slots = k_cache.size(0) * k_cache.size(1);
-  const int32_t* s = slot_mapping.data<int32_t>();
-  for (int64_t t = 0; t < k.size(0); ++t)
-    VLLM_CHECK(s[t] < num_slots, "slot ", s[t], " beyond cache of ", num_slots);
+  same_device(k, k_cache);
+  same_device(slot_mapping, k_cache);
+  if (slot_mapping.device().kind == DeviceKind::Cpu) {  // device copies are checked on upload
+    const int64_t num_slots = k_cache.size(0) * k_cache.size(1);
+    const int32_t* s = slot_mapping.data<int32_t>();
+    for (int64_t t = 0; t < k.size(0); ++t)
+      VLLM_CHECK(s[t] < num_slots, "slot ", s[t], " beyond cache of ", num_slots);
+  }
   backend_for(k_cache.device()).reshape_and_cache(k, v, k_cache, v_cache, slot_mapping);
 }
 
@@ -182,8 +188,30 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
       VLLM_CHECK(blk >= 0 && blk < k_cache.size(0), "block id ", blk, " out of range");
     }
   }
+  same_device(q, k_cache);
+  same_device(q, out);
+  if (q.device().kind != DeviceKind::Cpu) {
+    for (const Tensor* t : {&meta.device_query_start_loc, &meta.device_seq_lens,
+                            &meta.device_block_tables})
+      VLLM_CHECK(t->defined() && t->device() == q.device() && t->dtype() == DType::I32,
+                 "attention metadata must be copied to ", q.device().str());
+    VLLM_CHECK(meta.device_block_tables.numel() == int64_t(meta.block_tables.size()) &&
+                   meta.device_seq_lens.numel() == n,
+               "device attention metadata disagrees with the host copy");
+  }
   backend_for(out.device()).paged_attention(q, k_cache, v_cache, meta, scale, sliding_window,
                                             out);
+}
+
+void argmax_rows(const Tensor& x, Tensor& out) {
+  expect(x, "x", 2, DType::F32);
+  expect(out, "out", 1, DType::I32);
+  VLLM_CHECK(out.size(0) == x.size(0) && x.size(1) > 0, "argmax_rows of ", x.shape_str(),
+             " into ", out.shape_str());
+  inner_packed(x, "x");
+  VLLM_CHECK(out.is_contiguous(), "argmax_rows out must be contiguous");
+  same_device(x, out);
+  backend_for(out.device()).argmax_rows(x, out);
 }
 
 }  // namespace vllm

@@ -32,6 +32,9 @@ struct AttentionMeta {
   std::vector<int32_t> seq_lens;         // [num_seqs]
   std::vector<int32_t> block_tables;     // [num_seqs, max_blocks_per_seq], row-major
   int max_blocks_per_seq = 0;
+  // Device copies of the three arrays above, made once per step by the model when it runs
+  // on an accelerator and shared by all layers; undefined on the CPU.
+  Tensor device_query_start_loc, device_seq_lens, device_block_tables;
   int num_seqs() const { return static_cast<int>(seq_lens.size()); }
 };
 
@@ -53,8 +56,8 @@ void rope(Tensor& x, const Tensor& positions, const RopeParams& params);
 void silu_and_mul(const Tensor& gate_up, Tensor& out);
 // Row-wise softmax over the last dim of x[R, C].
 void softmax(const Tensor& x, Tensor& out);
-// Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] (f32, or f16 with
-// rounding) at slot_mapping[T] (slot = block * block_size + offset; negative slots skipped).
+// Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] (f32, or f16 / bf16
+// (CUDA) with rounding) at slot_mapping[T] (slot = block * block_size + offset; negative slots skipped).
 void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                        const Tensor& slot_mapping);
 // Causal attention of q[T, Hq, D] over the paged cache (GQA: Hq % Hkv == 0). A key at
@@ -62,5 +65,8 @@ void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor
 // W > 0, p - j < W.
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const AttentionMeta& meta, float scale, int sliding_window, Tensor& out);
+// out[R] i32 = argmax of each row of x[R, C] f32 (the first of equal maxima): greedy sampling
+// where the logits live, so that only token ids travel.
+void argmax_rows(const Tensor& x, Tensor& out);
 
 }  // namespace vllm

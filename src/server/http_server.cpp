@@ -214,14 +214,14 @@ int run_server(ServerConfig config) {
                  std::string(fill, '#').c_str(), std::string(kWidth - fill, ' ').c_str(), done,
                  total, done == total ? "\n" : "");
     std::fflush(stderr);
-  });
+  }, cfg.device);
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto core = std::make_unique<EngineCore>(*model.model, model.tokenizer.get(), cfg.engine);
   char line[160];
-  std::snprintf(line, sizeof line, "model loaded in %.2f s: %s, vocab %d, max_model_len %d",
-                load_s, model.config().architecture.c_str(), model.config().vocab_size,
-                core->max_model_len());
+  std::snprintf(line, sizeof line, "model loaded in %.2f s on %s: %s, vocab %d, max_model_len %d",
+                load_s, cfg.device.str().c_str(), model.config().architecture.c_str(),
+                model.config().vocab_size, core->max_model_len());
   log_info(line);
   log_info(core->kv_capacity().summary);
   ctx.max_model_len = core->max_model_len();

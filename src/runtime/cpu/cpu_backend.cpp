@@ -25,12 +25,10 @@ void CpuBackend::copy(void* dst, Device dst_device, const void* src, Device src_
   std::memcpy(dst, src, bytes);
 }
 
-}  // namespace cpu
-
-Backend& backend_for(Device device) {
-  static cpu::CpuBackend cpu_backend;
-  if (device.kind == DeviceKind::Cpu) return cpu_backend;
-  throw Error("device " + device.str() + " is not available in this build");
+CpuBackend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
 }
 
+}  // namespace cpu
 }  // namespace vllm

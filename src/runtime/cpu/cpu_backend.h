@@ -29,6 +29,9 @@ class CpuBackend final : public Backend {
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        const AttentionMeta& meta, float scale, int sliding_window,
                        Tensor& out) override;
+  void argmax_rows(const Tensor& x, Tensor& out) override;
 };
+
+CpuBackend& cpu_backend();
 
 }  // namespace vllm::cpu

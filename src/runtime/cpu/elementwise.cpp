@@ -125,4 +125,16 @@ void CpuBackend::softmax(const Tensor& x, Tensor& out) {
   });
 }
 
+void CpuBackend::argmax_rows(const Tensor& x, Tensor& out) {
+  const int64_t n = x.size(-1);
+  int32_t* o = out.data<int32_t>();
+  for_rows(x.size(0), [&](int64_t r) {
+    const float* in = frow(x, r);
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (in[i] > in[best]) best = i;
+    o[r] = static_cast<int32_t>(best);
+  });
+}
+
 }  // namespace vllm::cpu

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, over binaries packed by
+# scripts/gpu_pack.sh: the CUDA op and model tests, then the benchmarks of docs/benchmarks.md.
+# Results: $OUT/gpu_results.jsonl (one JSON object per figure) and logs under $OUT.
+#   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+BIN=.device/bin
+export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}"
+MODELS=${MODELS:-/tmp/models}
+RESULTS="$OUT/gpu_results.jsonl"
+STAGES=${*:-tests models latency hf throughput}
+log() { echo "== $(date +%T) $*"; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+
+if has tests; then
+  log tests
+  $BIN/test_runtime --gtest_filter='Cuda*' 2>&1 | tee "$OUT/test_runtime.log" | tail -25
+  $BIN/test_model --gtest_filter='*cuda*' 2>&1 | tee "$OUT/test_model.log" | tail -25
+fi
+
+if has models; then
+  log models
+  python3 tools/make_gpu_bench_models.py --out "$MODELS" --tokenizer .device/tokenizer \
+    | tee -a "$RESULTS"
+fi
+
+if has latency; then
+  log latency
+  python3 tools/bench_hf_decode.py --copy-bandwidth | tee -a "$RESULTS"
+  for m in llama-1b llama-8b; do
+    [ -d "$MODELS/$m" ] || continue
+    start=$(date +%s.%N)
+    $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --max-tokens 1 -q "Hello" > /dev/null
+    end=$(date +%s.%N)
+    echo "{\"engine\": \"vllm-cpp\", \"model\": \"$m\", \"process_to_first_token_s\": $(echo "$end - $start" | bc)}" | tee -a "$RESULTS"
+    $BIN/vllm-cpp bench latency --device cuda -m "$MODELS/$m" --input-len 128 --output-len 256 \
+      --repeats 3 | sed "s/^{/{\"model\": \"$m\", /" | tee -a "$RESULTS"
+  done
+fi
+
+if has hf; then
+  log hf
+  for m in llama-1b llama-8b; do
+    [ -d "$MODELS/$m" ] || continue
+    timeout 400 python3 tools/bench_hf_decode.py --model "$MODELS/$m" --input-len 128 \
+      --output-len 256 2>"$OUT/hf_$m.log" | tee -a "$RESULTS"
+  done
+fi
+
+if has throughput; then
+  log throughput
+  timeout 500 python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp --model "$MODELS/llama-8b" \
+    --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 --output-len 128 2>"$OUT/throughput.log" \
+    | tee -a "$RESULTS"
+fi
+log done

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the CUDA-enabled binaries here and packs what the GPU machine needs into .device/
+# (ignored by git; name it in the device tool's `carry`): the test and CLI binaries, the
+# shared libraries its image lacks, and the Llama-3 tokenizer for the benchmark checkpoints.
+# Then scripts/gpu_check.sh runs there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-cuda}
+[ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$BUILD" -j"$(nproc)" --target test_runtime test_model vllm-cpp
+rm -rf .device && mkdir -p .device/bin .device/lib .device/tokenizer
+cp "$BUILD"/test_runtime "$BUILD"/test_model "$BUILD"/vllm-cpp .device/bin/
+strip .device/bin/*
+for lib in libcpp-httplib.so.0.11 libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
+  cp -L "/lib/x86_64-linux-gnu/$lib" .device/lib/
+done
+cp ../shared/tokenizers/llama3/tokenizer.json ../shared/tokenizers/llama3/tokenizer_config.json \
+  .device/tokenizer/
+du -sh .device

@@ -1,0 +1,34 @@
+// Device -> backend routing and device names.
+#include "runtime/backend.h"
+
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/device.h"
+#include "util/check.h"
+
+namespace vllm {
+
+Backend& backend_for(Device device) {
+  if (device.kind == DeviceKind::Cpu) return cpu::cpu_backend();
+  return cuda_backend(device.index);
+}
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return kCpu;
+  int index = 0;
+  if (name.rfind("cuda:", 0) == 0) {
+    const std::string n = name.substr(5);
+    VLLM_CHECK(!n.empty() && n.find_first_not_of("0123456789") == std::string::npos,
+               "device '", name, "': expected cpu, cuda or cuda:N");
+    index = std::stoi(n);
+  } else if (name != "cuda") {
+    throw Error("device '" + name + "': expected cpu, cuda or cuda:N");
+  }
+  const int count = cuda_device_count();
+  if (index >= count)
+    throw Error("device '" + name + "' requested, but " +
+                (count == 0 ? std::string("no CUDA device is usable in this process")
+                            : std::to_string(count) + " CUDA device(s) are present"));
+  return Device{DeviceKind::Cuda, index};
+}
+
+}  // namespace vllm

@@ -1,0 +1,222 @@
+// Paged attention on CUDA for any mix of prefill, chunked prefill and decode tokens: one
+// block of four warps per (query token, query head), each warp streaming keys of the
+// sequence's block table with an online softmax, warps merged at the end. When there are
+// few (token, head) pairs and long contexts, the key range is split over more blocks
+// (split-KV) and a second kernel merges the partial results.
+#include <algorithm>
+
+#include "runtime/cuda/common.cuh"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/ops.h"
+
+namespace vllm::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+
+template <typename C>
+struct AttnArgs {
+  const float* q;
+  int64_t q_st, q_sh;  // strides in floats: token, head
+  float* out;
+  int64_t o_st, o_sh;
+  const C* k_cache;
+  const C* v_cache;
+  const int32_t* query_start_loc;  // [num_seqs + 1]
+  const int32_t* seq_lens;         // [num_seqs]
+  const int32_t* block_tables;     // [num_seqs, max_blocks]
+  int num_seqs, max_blocks, block_size;
+  int num_q_heads, num_kv_heads, head_dim;
+  float scale;
+  int window;
+  float* part_o;   // [T, Hq, splits, D] unnormalised, when split
+  float* part_ml;  // [T, Hq, splits, 2] running max and sum
+};
+
+// E = elements of the head each lane owns (head_dim <= 32 * E).
+template <typename C, int E>
+__global__ void __launch_bounds__(kWarps * 32)
+    paged_attention_kernel(const AttnArgs<C> a) {
+  const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int D = a.head_dim;
+
+  int b = 0, hi = a.num_seqs - 1;  // the sequence owning token t
+  while (b < hi) {
+    const int mid = (b + hi + 1) / 2;
+    if (a.query_start_loc[mid] <= t) b = mid; else hi = mid - 1;
+  }
+  const int q_len = a.query_start_loc[b + 1] - a.query_start_loc[b];
+  const int pos = a.seq_lens[b] - q_len + (t - a.query_start_loc[b]);
+  const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+  const int chunk = (pos - first + 1 + splits - 1) / splits;
+  const int begin = first + split * chunk;
+  const int end = min(pos + 1, begin + chunk);
+  const int kvh = h / (a.num_q_heads / a.num_kv_heads);
+
+  float q[E], acc[E];
+  const float* qp = a.q + t * a.q_st + h * a.q_sh;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int d = lane + 32 * e;
+    q[e] = d < D ? qp[d] * a.scale : 0.0f;
+    acc[e] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks;
+  const int64_t slot_elems = int64_t(a.num_kv_heads) * D;
+  for (int j = begin + warp; j < end; j += kWarps) {
+    const int64_t slot = int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size;
+    const C* kp = a.k_cache + slot * slot_elems + kvh * D;
+    const C* vp = a.v_cache + slot * slot_elems + kvh * D;
+    float s = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int d = lane + 32 * e;
+      if (d < D) s += q[e] * to_float(kp[d]);
+    }
+    s = warp_sum(s);
+    const float m_new = fmaxf(m, s);
+    const float corr = expf(m - m_new);
+    const float p = expf(s - m_new);
+    l = l * corr + p;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int d = lane + 32 * e;
+      acc[e] = acc[e] * corr + (d < D ? p * to_float(vp[d]) : 0.0f);
+    }
+    m = m_new;
+  }
+
+  __shared__ float sm[kWarps], sl[kWarps];
+  __shared__ float so[kWarps][32 * E];
+  if (lane == 0) sm[warp] = m, sl[warp] = l;
+#pragma unroll
+  for (int e = 0; e < E; ++e) so[warp][lane + 32 * e] = acc[e];
+  __syncthreads();
+  if (warp != 0) return;
+  float mx = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w]);
+  float sum = 0.0f, o[E] = {};
+  for (int w = 0; w < kWarps; ++w) {
+    const float f = sm[w] == -INFINITY ? 0.0f : expf(sm[w] - mx);
+    sum += sl[w] * f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) o[e] += so[w][lane + 32 * e] * f;
+  }
+  if (splits == 1) {
+    float* op = a.out + t * a.o_st + h * a.o_sh;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (lane + 32 * e < D) op[lane + 32 * e] = o[e] * inv;
+    return;
+  }
+  const int64_t part = (int64_t(t) * a.num_q_heads + h) * splits + split;
+#pragma unroll
+  for (int e = 0; e < E; ++e)
+    if (lane + 32 * e < D) a.part_o[part * D + lane + 32 * e] = o[e];
+  if (lane == 0) a.part_ml[part * 2] = mx, a.part_ml[part * 2 + 1] = sum;
+}
+
+__global__ void merge_splits_kernel(const float* __restrict__ part_o,
+                                    const float* __restrict__ part_ml, int splits, int heads,
+                                    int head_dim, float* out, int64_t o_st, int64_t o_sh) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int64_t base = (int64_t(t) * heads + h) * splits;
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[(base + s) * 2]);
+  float sum = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float m = part_ml[(base + s) * 2];
+    if (m != -INFINITY) sum += part_ml[(base + s) * 2 + 1] * expf(m - mx);
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float m = part_ml[(base + s) * 2];
+      if (m != -INFINITY) o += part_o[(base + s) * head_dim + d] * expf(m - mx);
+    }
+    out[t * o_st + h * o_sh + d] = o * inv;
+  }
+}
+
+template <typename C, int E>
+void launch(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(a.num_q_heads),
+                  static_cast<unsigned>(splits));
+  paged_attention_kernel<C, E><<<grid, kWarps * 32, 0, stream>>>(a);
+}
+
+}  // namespace
+
+void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const AttentionMeta& meta, float scale, int sliding_window,
+                                  Tensor& out) {
+  const int tokens = static_cast<int>(q.size(0));
+  if (tokens == 0) return;
+  const int head_dim = static_cast<int>(q.size(2));
+  const int num_q_heads = static_cast<int>(q.size(1));
+  VLLM_CHECK(head_dim <= 256, "head_dim ", head_dim, " beyond the CUDA attention limit of 256");
+  VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
+
+  // Split the keys when (token, head) pairs alone cannot fill the GPU and contexts are long.
+  const int max_seq = *std::max_element(meta.seq_lens.begin(), meta.seq_lens.end());
+  const int pairs = tokens * num_q_heads;
+  int splits = 1;
+  if (pairs < 2 * multiprocessors_ && max_seq >= 512)
+    splits = std::clamp(std::min((max_seq + 255) / 256, (2 * multiprocessors_ + pairs - 1) / pairs),
+                        1, 64);
+  Tensor part_o, part_ml;
+  if (splits > 1) {
+    part_o = Tensor::empty({int64_t(pairs) * splits, head_dim}, DType::F32, device());
+    part_ml = Tensor::empty({int64_t(pairs) * splits, 2}, DType::F32, device());
+  }
+
+  dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
+    using C = std::remove_pointer_t<decltype(tag)>;
+    AttnArgs<C> a{};
+    a.q = q.data<float>();
+    a.q_st = row_stride(q);
+    a.q_sh = row_stride(q, 1);
+    a.out = out.data<float>();
+    a.o_st = row_stride(out);
+    a.o_sh = row_stride(out, 1);
+    a.k_cache = k_cache.data<C>();
+    a.v_cache = v_cache.data<C>();
+    a.query_start_loc = meta.device_query_start_loc.data<int32_t>();
+    a.seq_lens = meta.device_seq_lens.data<int32_t>();
+    a.block_tables = meta.device_block_tables.data<int32_t>();
+    a.num_seqs = meta.num_seqs();
+    a.max_blocks = meta.max_blocks_per_seq;
+    a.block_size = static_cast<int>(k_cache.size(1));
+    a.num_q_heads = num_q_heads;
+    a.num_kv_heads = static_cast<int>(k_cache.size(2));
+    a.head_dim = head_dim;
+    a.scale = scale;
+    a.window = sliding_window;
+    a.part_o = splits > 1 ? part_o.data<float>() : nullptr;
+    a.part_ml = splits > 1 ? part_ml.data<float>() : nullptr;
+    switch ((head_dim + 31) / 32) {
+      case 1: launch<C, 1>(a, tokens, splits, stream_); break;
+      case 2: launch<C, 2>(a, tokens, splits, stream_); break;
+      case 3: launch<C, 3>(a, tokens, splits, stream_); break;
+      case 4: launch<C, 4>(a, tokens, splits, stream_); break;
+      case 5: launch<C, 5>(a, tokens, splits, stream_); break;
+      case 6: launch<C, 6>(a, tokens, splits, stream_); break;
+      case 7: launch<C, 7>(a, tokens, splits, stream_); break;
+      default: launch<C, 8>(a, tokens, splits, stream_); break;
+    }
+  });
+  VLLM_CUDA_LAUNCHED();
+  if (splits > 1) {
+    const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(num_q_heads));
+    merge_splits_kernel<<<grid, row_threads(head_dim), 0, stream_>>>(
+        part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, head_dim,
+        out.data<float>(), row_stride(out), row_stride(out, 1));
+    VLLM_CUDA_LAUNCHED();
+  }
+}
+
+}  // namespace vllm::cuda

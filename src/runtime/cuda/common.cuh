@@ -1,0 +1,93 @@
+// Shared CUDA helpers: checked calls, element loads/stores by dtype, warp and block reductions.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "runtime/tensor.h"
+#include "util/check.h"
+
+#define VLLM_CUDA_CHECK(expr)                                                        \
+  do {                                                                               \
+    const cudaError_t vllm_err_ = (expr);                                            \
+    VLLM_CHECK(vllm_err_ == cudaSuccess, "CUDA error: ", cudaGetErrorString(vllm_err_)); \
+  } while (0)
+// After every launch: a bad configuration shows here, not at the next synchronisation.
+#define VLLM_CUDA_LAUNCHED() VLLM_CUDA_CHECK(cudaGetLastError())
+
+namespace vllm::cuda {
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[32];
+  v = warp_sum(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // partial[] may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int nwarps = blockDim.x / 32;
+  v = lane < nwarps ? partial[lane] : 0.0f;
+  return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float partial[32];
+  v = warp_max(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int nwarps = blockDim.x / 32;
+  v = lane < nwarps ? partial[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+// Row stride of a tensor in elements of its dtype (rows of dim 0).
+inline int64_t row_stride(const Tensor& t, int dim = 0) {
+  const int64_t bytes = dtype_info(t.dtype()).block_bytes;
+  VLLM_CHECK(t.stride_bytes(dim) % bytes == 0, "stride not a multiple of the element size");
+  return t.stride_bytes(dim) / bytes;
+}
+
+// Threads for a row kernel over n elements: a multiple of 32 up to 1024.
+inline int row_threads(int64_t n) {
+  int t = 32;
+  while (t < 1024 && t < n) t *= 2;
+  return t;
+}
+
+// Calls fn with a typed null pointer naming the element type of a plain dtype.
+template <typename Fn>
+void dispatch_float_type(DType dt, Fn&& fn) {
+  switch (dt) {
+    case DType::F32: fn(static_cast<float*>(nullptr)); return;
+    case DType::F16: fn(static_cast<__half*>(nullptr)); return;
+    case DType::BF16: fn(static_cast<__nv_bfloat16*>(nullptr)); return;
+    default: throw Error("dtype " + std::string(dtype_name(dt)) + " is not supported on CUDA");
+  }
+}
+
+}  // namespace vllm::cuda

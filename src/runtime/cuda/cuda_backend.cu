@@ -1,0 +1,103 @@
+// CUDA backend: device selection, the stream, the memory pool and copies.
+#include "runtime/cuda/cuda_backend.h"
+
+#include <cublasLt.h>
+
+#include <array>
+#include <cstdint>
+
+#include "runtime/cuda/common.cuh"
+#include "runtime/device.h"
+
+namespace vllm::cuda {
+
+CudaBackend::CudaBackend(int index) : index_(index) {
+  VLLM_CUDA_CHECK(cudaSetDevice(index));
+  VLLM_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, index));
+  VLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // Freed blocks stay in the pool for reuse instead of going back to the driver, so the
+  // per-step activations cost no cudaMalloc after the first steps.
+  cudaMemPool_t pool;
+  VLLM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
+  uint64_t keep = UINT64_MAX;
+  VLLM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  VLLM_CHECK(cublasLtCreate(&lt_) == CUBLAS_STATUS_SUCCESS, "cublasLtCreate failed");
+  workspace_bytes_ = size_t(32) << 20;  // cuBLASLt's recommendation for Hopper
+  VLLM_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+CudaBackend::~CudaBackend() {
+  // Process exit: the driver reclaims everything; only tidy up what is cheap and safe.
+  plans_.clear();
+  if (lt_) cublasLtDestroy(lt_);
+}
+
+void* CudaBackend::alloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocAsync(&p, bytes, stream_);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw Error("out of memory on " + device().str() + ": asked for " +
+                std::to_string(bytes >> 20) + " MiB with " + std::to_string(free_b >> 20) +
+                " MiB free of " + std::to_string(total_b >> 20) + " MiB");
+  }
+  return p;
+}
+
+void CudaBackend::free(void* ptr) { cudaFreeAsync(ptr, stream_); }
+
+void CudaBackend::copy(void* dst, Device dst_device, const void* src, Device src_device,
+                       size_t bytes) {
+  if (bytes == 0) return;
+  VLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+  // A copy to the host is complete on return; one from pageable host memory has been staged.
+  if (dst_device.kind == DeviceKind::Cpu || src_device.kind == DeviceKind::Cpu)
+    VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::synchronize() { VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+}  // namespace vllm::cuda
+
+namespace vllm {
+
+int cuda_device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();  // no driver or no device: not an error for a CPU run
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+Backend& cuda_backend(int index) {
+  constexpr int kMaxDevices = 16;
+  // Never destroyed: tensors released during static destruction still call free().
+  static auto& backends = *new std::array<std::unique_ptr<cuda::CudaBackend>, kMaxDevices>();
+  static std::mutex mutex;
+  VLLM_CHECK(index >= 0 && index < kMaxDevices, "cuda device index ", index);
+  if (index >= cuda_device_count())
+    throw Error("cuda:" + std::to_string(index) + " is not present (" +
+                std::to_string(cuda_device_count()) + " CUDA device(s) usable)");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!backends[index]) backends[index] = std::make_unique<cuda::CudaBackend>(index);
+  return *backends[index];
+}
+
+DeviceInfo cuda_device_info(int index) {
+  auto& be = static_cast<cuda::CudaBackend&>(cuda_backend(index));
+  DeviceInfo info;
+  cudaDeviceProp prop{};
+  VLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  info.name = prop.name;
+  info.multiprocessors = be.multiprocessors();
+  VLLM_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+  return info;
+}
+
+}  // namespace vllm

@@ -1,0 +1,63 @@
+// The CUDA backend: one device, one stream on which every kernel and copy is ordered, memory
+// from a stream-ordered pool that caches freed blocks, and cuBLASLt for matmuls.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "runtime/backend.h"
+
+struct CUstream_st;
+struct cublasLtContext;
+
+namespace vllm::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index);
+  ~CudaBackend() override;
+
+  Device device() const override { return Device{DeviceKind::Cuda, index_}; }
+  void* alloc(size_t bytes) override;
+  void free(void* ptr) override;
+  void copy(void* dst, Device dst_device, const void* src, Device src_device,
+            size_t bytes) override;
+  void synchronize() override;
+
+  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
+                    Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void add_bias(Tensor& x, const Tensor& bias) override;
+  void rope(Tensor& x, const Tensor& positions, const RopeParams& params) override;
+  void silu_and_mul(const Tensor& gate_up, Tensor& out) override;
+  void softmax(const Tensor& x, Tensor& out) override;
+  void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                         const Tensor& slot_mapping) override;
+  void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const AttentionMeta& meta, float scale, int sliding_window,
+                       Tensor& out) override;
+  void argmax_rows(const Tensor& x, Tensor& out) override;
+
+  CUstream_st* stream() const { return stream_; }
+  int multiprocessors() const { return multiprocessors_; }
+
+ private:
+  struct GemmPlan;  // cuBLASLt descriptors and the chosen algorithm for one problem
+  using GemmKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t>;
+  const GemmPlan& gemm_plan(const GemmKey& key);
+
+  int index_;
+  int multiprocessors_ = 0;
+  CUstream_st* stream_ = nullptr;
+  cublasLtContext* lt_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::mutex plans_mutex_;
+  std::map<GemmKey, std::shared_ptr<GemmPlan>> plans_;  // shared_ptr: GemmPlan is opaque here
+};
+
+}  // namespace vllm::cuda

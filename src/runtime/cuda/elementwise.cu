@@ -1,0 +1,301 @@
+// CUDA row-wise kernels: embedding, norms, residual adds, rotary embedding, activations,
+// softmax, KV-cache writes and argmax. Activations are f32; tables and caches any float type.
+#include <algorithm>
+
+#include "runtime/cuda/common.cuh"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/ops.h"
+
+namespace vllm::cuda {
+namespace {
+
+constexpr int kMaxRotaryPairs = 256;
+
+template <typename T>
+__global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
+                                 int64_t table_stride, float* __restrict__ out,
+                                 int64_t out_stride, int64_t dim) {
+  const int64_t t = blockIdx.x;
+  const T* row = table + int64_t(ids[t]) * table_stride;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    out[t * out_stride + i] = to_float(row[i]);
+}
+
+// Rows r = t * heads + h of x[T, H, D] (heads = 1 for [T, D]); strides in floats.
+struct RowAddr {
+  int64_t stride_t, stride_h;
+  int heads;
+  __device__ int64_t operator()(int64_t r) const {
+    return (r / heads) * stride_t + (r % heads) * stride_h;
+  }
+};
+
+__global__ void rms_norm_kernel(const float* __restrict__ x, RowAddr xa,
+                                const float* __restrict__ w, float eps, float* __restrict__ out,
+                                RowAddr oa, int64_t n) {
+  const float* xr = x + xa(blockIdx.x);
+  float* orow = out + oa(blockIdx.x);
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+  const float scale = rsqrtf(block_sum(ss) / float(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) orow[i] = xr[i] * scale * w[i];
+}
+
+__global__ void add_rms_norm_kernel(const float* __restrict__ x, int64_t xs, float* residual,
+                                    int64_t rs, const float* __restrict__ w, float eps,
+                                    float* __restrict__ out, int64_t os, int64_t n) {
+  const float* xr = x + blockIdx.x * xs;
+  float* res = residual + blockIdx.x * rs;
+  float* orow = out + blockIdx.x * os;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = res[i] + xr[i];
+    res[i] = v;
+    ss += v * v;
+  }
+  const float scale = rsqrtf(block_sum(ss) / float(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) orow[i] = res[i] * scale * w[i];
+}
+
+__global__ void add_kernel(const float* a, int64_t as, const float* b, int64_t bs, float* out,
+                           int64_t os, int64_t n) {
+  const int64_t r = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    out[r * os + i] = a[r * as + i] + b[r * bs + i];
+}
+
+__global__ void add_bias_kernel(float* x, int64_t xs, const float* __restrict__ bias, int64_t n) {
+  const int64_t r = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) x[r * xs + i] += bias[i];
+}
+
+struct RopeArgs {
+  float inv_freq[kMaxRotaryPairs];
+  float freq_factors[kMaxRotaryPairs];
+  int half, heads;
+  int64_t stride_t, stride_h;  // floats
+  bool neox, ggml_theta, has_freq_factors;
+  float mscale, theta_scale, freq_scale;
+};
+
+// One block per token: the angles first (ggml's repeated-product chain needs them in order),
+// then every (head, pair) rotated.
+__global__ void rope_kernel(float* x, const int32_t* __restrict__ positions, const RopeArgs a) {
+  __shared__ float cos_s[kMaxRotaryPairs], sin_s[kMaxRotaryPairs];
+  const int64_t t = blockIdx.x;
+  const int32_t pos = positions[t];
+  if (a.ggml_theta) {
+    if (threadIdx.x == 0) {
+      float chain = float(pos);
+      for (int i = 0; i < a.half; ++i) {
+        const float ff = a.has_freq_factors ? a.freq_factors[i] : 1.0f;
+        const float theta = a.freq_scale * (chain / ff);
+        chain *= a.theta_scale;
+        float s, c;
+        sincosf(theta, &s, &c);
+        cos_s[i] = c * a.mscale;
+        sin_s[i] = s * a.mscale;
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < a.half; i += blockDim.x) {
+      float s, c;
+      sincosf(float(pos) * a.inv_freq[i], &s, &c);
+      cos_s[i] = c * a.mscale;
+      sin_s[i] = s * a.mscale;
+    }
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < a.heads * a.half; j += blockDim.x) {
+    const int h = j / a.half, i = j % a.half;
+    float* v = x + t * a.stride_t + h * a.stride_h;
+    const int i0 = a.neox ? i : 2 * i;
+    const int i1 = a.neox ? i + a.half : 2 * i + 1;
+    const float p = v[i0], q = v[i1];
+    v[i0] = p * cos_s[i] - q * sin_s[i];
+    v[i1] = q * cos_s[i] + p * sin_s[i];
+  }
+}
+
+__global__ void silu_and_mul_kernel(const float* __restrict__ gu, int64_t gs,
+                                    float* __restrict__ out, int64_t os, int64_t f) {
+  const int64_t r = blockIdx.y;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < f;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = gu[r * gs + i], u = gu[r * gs + f + i];
+    out[r * os + i] = g / (1.0f + expf(-g)) * u;
+  }
+}
+
+__global__ void softmax_kernel(const float* __restrict__ x, int64_t xs, float* __restrict__ out,
+                               int64_t os, int64_t n) {
+  const float* in = x + blockIdx.x * xs;
+  float* o = out + blockIdx.x * os;
+  float mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, in[i]);
+  mx = block_max(mx);
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += (o[i] = expf(in[i] - mx));
+  const float inv = 1.0f / block_sum(sum);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] *= inv;
+}
+
+template <typename C>
+__global__ void reshape_and_cache_kernel(const float* __restrict__ k, int64_t ks,
+                                         const float* __restrict__ v, int64_t vs,
+                                         C* __restrict__ k_cache, C* __restrict__ v_cache,
+                                         const int32_t* __restrict__ slots, int64_t row) {
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slots[t];
+  if (slot < 0) return;
+  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
+    k_cache[slot * row + i] = from_float<C>(k[t * ks + i]);
+    v_cache[slot * row + i] = from_float<C>(v[t * vs + i]);
+  }
+}
+
+__global__ void argmax_kernel(const float* __restrict__ x, int64_t xs, int32_t* out, int64_t n) {
+  __shared__ float best_v[32];
+  __shared__ int64_t best_i[32];
+  const float* row = x + blockIdx.x * xs;
+  float bv = -INFINITY;
+  int64_t bi = n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    if (row[i] > bv || bi == n) bv = row[i], bi = i;
+  // Ties go to the lower index, like a left-to-right scan.
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) best_v[warp] = bv, best_i[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x / 32); ++w)
+      if (best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi)) bv = best_v[w], bi = best_i[w];
+    out[blockIdx.x] = static_cast<int32_t>(bi < n ? bi : 0);
+  }
+}
+
+unsigned rows_grid(int64_t rows) {
+  VLLM_CHECK(rows <= int64_t(INT32_MAX), "too many rows for one launch: ", rows);
+  return static_cast<unsigned>(rows);
+}
+
+}  // namespace
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  const int64_t t = ids.size(0), d = table.size(1);
+  if (t == 0) return;
+  VLLM_CHECK(ids.is_contiguous(), "embedding ids must be contiguous");
+  dispatch_float_type(table.dtype(), [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    embedding_kernel<T><<<rows_grid(t), row_threads(d / 4), 0, stream_>>>(
+        ids.data<int32_t>(), table.data<T>(), row_stride(table), out.data<float>(),
+        row_stride(out), d);
+  });
+  VLLM_CUDA_LAUNCHED();
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  const int heads = x.ndim() == 3 ? static_cast<int>(x.size(1)) : 1;
+  const int64_t rows = x.size(0) * heads, n = x.size(-1);
+  if (rows == 0) return;
+  const RowAddr xa{row_stride(x), x.ndim() == 3 ? row_stride(x, 1) : 0, heads};
+  const RowAddr oa{row_stride(out), out.ndim() == 3 ? row_stride(out, 1) : 0, heads};
+  rms_norm_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+      x.data<float>(), xa, weight.data<float>(), eps, out.data<float>(), oa, n);
+  VLLM_CUDA_LAUNCHED();
+}
+
+void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
+                               Tensor& out) {
+  const int64_t rows = x.size(0), n = x.size(1);
+  if (rows == 0) return;
+  add_rms_norm_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+      x.data<float>(), row_stride(x), residual.data<float>(), row_stride(residual),
+      weight.data<float>(), eps, out.data<float>(), row_stride(out), n);
+  VLLM_CUDA_LAUNCHED();
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  const int64_t rows = a.size(0), n = a.size(1);
+  if (rows == 0) return;
+  add_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+      a.data<float>(), row_stride(a), b.data<float>(), row_stride(b), out.data<float>(),
+      row_stride(out), n);
+  VLLM_CUDA_LAUNCHED();
+}
+
+void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {
+  const int64_t rows = x.size(0), n = x.size(1);
+  if (rows == 0) return;
+  add_bias_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+      x.data<float>(), row_stride(x), bias.data<float>(), n);
+  VLLM_CUDA_LAUNCHED();
+}
+
+void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  const int64_t t = x.size(0);
+  if (t == 0) return;
+  RopeArgs a{};
+  a.half = params.rotary_dim / 2;
+  VLLM_CHECK(a.half <= kMaxRotaryPairs, "rotary_dim ", params.rotary_dim, " beyond the CUDA limit");
+  std::copy(params.inv_freq.begin(), params.inv_freq.end(), a.inv_freq);
+  std::copy(params.freq_factors.begin(), params.freq_factors.end(), a.freq_factors);
+  a.has_freq_factors = !params.freq_factors.empty();
+  a.heads = static_cast<int>(x.size(1));
+  a.stride_t = row_stride(x);
+  a.stride_h = row_stride(x, 1);
+  a.neox = params.neox;
+  a.ggml_theta = params.ggml_theta;
+  a.mscale = params.mscale;
+  a.theta_scale = params.theta_scale;
+  a.freq_scale = params.freq_scale;
+  rope_kernel<<<rows_grid(t), row_threads(a.heads * a.half), 0, stream_>>>(
+      x.data<float>(), positions.data<int32_t>(), a);
+  VLLM_CUDA_LAUNCHED();
+}
+
+void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
+  const int64_t rows = out.size(0), f = out.size(1);
+  if (rows == 0) return;
+  VLLM_CHECK(rows <= 65535, "silu_and_mul rows ", rows);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((f + 255) / 256, 64)),
+                  static_cast<unsigned>(rows));
+  silu_and_mul_kernel<<<grid, 256, 0, stream_>>>(gate_up.data<float>(), row_stride(gate_up),
+                                                 out.data<float>(), row_stride(out), f);
+  VLLM_CUDA_LAUNCHED();
+}
+
+void CudaBackend::softmax(const Tensor& x, Tensor& out) {
+  const int64_t rows = x.size(0), n = x.size(1);
+  if (rows == 0) return;
+  softmax_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+      x.data<float>(), row_stride(x), out.data<float>(), row_stride(out), n);
+  VLLM_CUDA_LAUNCHED();
+}
+
+void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,
+                                    Tensor& v_cache, const Tensor& slot_mapping) {
+  const int64_t t = k.size(0), row = k.size(1) * k.size(2);
+  if (t == 0) return;
+  dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
+    using C = std::remove_pointer_t<decltype(tag)>;
+    reshape_and_cache_kernel<C><<<rows_grid(t), row_threads(row / 2), 0, stream_>>>(
+        k.data<float>(), row_stride(k), v.data<float>(), row_stride(v), k_cache.data<C>(),
+        v_cache.data<C>(), slot_mapping.data<int32_t>(), row);
+  });
+  VLLM_CUDA_LAUNCHED();
+}
+
+void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {
+  const int64_t rows = x.size(0);
+  if (rows == 0) return;
+  argmax_kernel<<<rows_grid(rows), 1024, 0, stream_>>>(x.data<float>(), row_stride(x),
+                                                       out.data<int32_t>(), x.size(1));
+  VLLM_CUDA_LAUNCHED();
+}
+
+}  // namespace vllm::cuda

@@ -1,0 +1,109 @@
+// out[M, N] = x[M, K] @ w[N, K]^T through cuBLASLt. f32 weights run a true f32 GEMM (no TF32)
+// so that f32 checkpoints match their reference; f16/bf16 weights take x rounded to the
+// weight's type and accumulate in f32. Plans (descriptors + algorithm) are cached per shape.
+#include <cublasLt.h>
+
+#include "runtime/cuda/common.cuh"
+#include "runtime/cuda/cuda_backend.h"
+
+namespace vllm::cuda {
+namespace {
+
+#define VLLM_LT_CHECK(expr)                                                       \
+  do {                                                                            \
+    const cublasStatus_t vllm_st_ = (expr);                                       \
+    VLLM_CHECK(vllm_st_ == CUBLAS_STATUS_SUCCESS, #expr, " failed: status ", int(vllm_st_)); \
+  } while (0)
+
+template <typename T>
+__global__ void convert_rows(const float* __restrict__ x, int64_t x_stride, T* __restrict__ y,
+                             int64_t rows, int64_t cols) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_float<T>(x[(i / cols) * x_stride + i % cols]);
+}
+
+cudaDataType_t cuda_type(DType dt) {
+  switch (dt) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default:
+      throw Error("matmul weights of type " + std::string(dtype_name(dt)) +
+                  " are not supported on CUDA (load them as f16/bf16)");
+  }
+}
+
+}  // namespace
+
+struct CudaBackend::GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~GemmPlan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// Column-major view: out^T [N, M] = op(w)[N, K] * x^T [K, M], w stored [N, K] row-major, i.e.
+// a K x N column-major matrix used transposed.
+const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key) {
+  std::lock_guard<std::mutex> lock(plans_mutex_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  const auto [m, n, k, dt, ldb, ldc] = key;
+  const cudaDataType_t ab = cuda_type(static_cast<DType>(dt));
+  auto plan = std::make_shared<GemmPlan>();
+  VLLM_LT_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T;
+  VLLM_LT_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
+                                               sizeof(trans_a)));
+  VLLM_LT_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab, k, n, k));
+  VLLM_LT_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab, k, m, ldb));
+  VLLM_LT_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, n, m, ldc));
+  cublasLtMatmulPreference_t pref;
+  VLLM_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  VLLM_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      lt_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  VLLM_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no algorithm for ", m, "x",
+             n, "x", k, " in ", dtype_name(static_cast<DType>(dt)));
+  plan->algo = result.algo;
+  return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  if (m == 0 || n == 0) return;
+  VLLM_CHECK(w.is_contiguous(), "CUDA matmul weights must be contiguous");
+  const DType wt = w.dtype();
+  (void)cuda_type(wt);
+  const void* b = x.raw();
+  int64_t ldb = row_stride(x);
+  Tensor converted;
+  if (wt != DType::F32) {
+    converted = Tensor::empty({m, k}, wt, device());
+    const auto grid = static_cast<unsigned>(std::min<int64_t>((m * k + 255) / 256, 4096));
+    dispatch_float_type(wt, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      convert_rows<T><<<grid, 256, 0, stream_>>>(x.data<float>(), ldb, converted.data<T>(), m, k);
+    });
+    VLLM_CUDA_LAUNCHED();
+    b = converted.raw();
+    ldb = k;
+  }
+  const GemmPlan& plan = gemm_plan({m, n, k, static_cast<int>(wt), ldb, row_stride(out)});
+  const float alpha = 1.0f, beta = 0.0f;
+  VLLM_LT_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, w.raw(), plan.a, b, plan.b, &beta,
+                               out.raw(), plan.c, out.raw(), plan.c, &plan.algo, workspace_,
+                               workspace_bytes_, stream_));
+}
+
+}  // namespace vllm::cuda

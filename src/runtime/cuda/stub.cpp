@@ -1,0 +1,16 @@
+// Stands in for the CUDA backend in builds without nvcc: no devices, clear errors.
+#include "runtime/device.h"
+#include "util/check.h"
+
+namespace vllm {
+
+int cuda_device_count() { return 0; }
+
+Backend& cuda_backend(int index) {
+  throw Error("cuda:" + std::to_string(index) +
+              " requested, but this build has no CUDA backend (nvcc was not found)");
+}
+
+DeviceInfo cuda_device_info(int index) { (void)cuda_backend(index); return {}; }
+
+}  // namespace vllm

@@ -1,0 +1,279 @@
+// Every op on CUDA against the CPU backend on the same random inputs (odd shapes, strided
+// views), with the tolerance each op's arithmetic allows. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "runtime/device.h"
+#include "util/check.h"
+#include "runtime/ops.h"
+
+using namespace vllm;
+
+namespace {
+
+const Device kGpu{DeviceKind::Cuda, 0};
+std::mt19937 rng(4321);
+
+Tensor randn(std::initializer_list<int64_t> shape, float scale = 1.0f) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  std::normal_distribution<float> d(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+// Host f32 tensor rounded to f16/bf16 storage.
+Tensor to_half(const Tensor& t, DType dt) {
+  Tensor h = Tensor::empty({t.size(0), t.size(1)}, dt);
+  auto* p = static_cast<uint16_t*>(h.raw());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = dt == DType::BF16 ? f32_to_bf16(t.data<float>()[i]) : f32_to_f16(t.data<float>()[i]);
+  return h;
+}
+
+Tensor host(const Tensor& t) { return t.to(kCpu); }
+
+// ||a - b|| / ||b|| over all elements (both host, contiguous, f32).
+double rel_err(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.numel(), b.numel());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double d = double(a.data<float>()[i]) - b.data<float>()[i];
+    if (std::isnan(a.data<float>()[i])) return INFINITY;
+    num += d * d;
+    den += double(b.data<float>()[i]) * b.data<float>()[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  }
+};
+
+}  // namespace
+
+TEST_F(CudaOps, MatmulMatchesCpu) {
+  // f32 weights: a true f32 GEMM; f16/bf16 weights: x is rounded to the weight's type on the
+  // GPU (not on the CPU), so the bound is that rounding: ~2^-8 relative for bf16.
+  const std::pair<DType, double> cases[] = {
+      {DType::F32, 1e-6}, {DType::F16, 2e-3}, {DType::BF16, 1e-2}};
+  for (auto [dt, tol] : cases)
+    for (int64_t m : {1, 5, 37, 300}) {
+      Tensor x = randn({m, 136});
+      Tensor w32 = randn({70, 136}, 0.1f);
+      Tensor w = dt == DType::F32 ? w32 : to_half(w32, dt);
+      Tensor ref = Tensor::empty({m, 70}, DType::F32);
+      matmul(x, w, ref);
+      // Output into a strided slice of a wider buffer, as the fused projections do.
+      Tensor wide = Tensor::empty({m, 90}, DType::F32, kGpu);
+      Tensor out = wide.slice(1, 10, 70);
+      matmul(x.to(kGpu), w.to(kGpu), out);
+      Tensor got = Tensor::empty({m, 70}, DType::F32);
+      Tensor whost = host(wide);
+      for (int64_t r = 0; r < m; ++r)
+        std::copy_n(whost.data<float>() + r * 90 + 10, 70, got.data<float>() + r * 70);
+      EXPECT_LT(rel_err(got, ref), tol) << dtype_name(dt) << " m=" << m;
+    }
+}
+
+TEST_F(CudaOps, EmbeddingExact) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    Tensor t32 = randn({50, 72});
+    Tensor table = dt == DType::F32 ? t32 : to_half(t32, dt);
+    Tensor ids = Tensor::empty({5}, DType::I32);
+    const int32_t v[] = {49, 0, 7, 7, 23};
+    std::copy(v, v + 5, ids.data<int32_t>());
+    Tensor ref = Tensor::empty({5, 72}, DType::F32);
+    embedding(ids, table, ref);
+    Tensor out = Tensor::empty({5, 72}, DType::F32, kGpu);
+    embedding(ids.to(kGpu), table.to(kGpu), out);
+    EXPECT_EQ(rel_err(host(out), ref), 0.0) << dtype_name(dt);
+  }
+}
+
+TEST_F(CudaOps, NormsAddsActivations) {
+  const int64_t T = 7, D = 200;
+  Tensor x = randn({T, D}), res = randn({T, D}), w = randn({D});
+  // rms_norm [T, D]
+  Tensor ref = Tensor::empty({T, D}, DType::F32), out = Tensor::empty({T, D}, DType::F32, kGpu);
+  rms_norm(x, w, 1e-6f, ref);
+  rms_norm(x.to(kGpu), w.to(kGpu), 1e-6f, out);
+  EXPECT_LT(rel_err(host(out), ref), 1e-6);
+  // add_rms_norm updates the residual in place too.
+  Tensor xg = x.to(kGpu), rg = res.to(kGpu), wg = w.to(kGpu);
+  add_rms_norm(x, res, w, 1e-6f, ref);
+  add_rms_norm(xg, rg, wg, 1e-6f, out);
+  EXPECT_LT(rel_err(host(out), ref), 1e-6);
+  EXPECT_EQ(rel_err(host(rg), res), 0.0);
+  // Per-head norm on a strided view: the k part of a fused qkv row.
+  Tensor qkv = randn({T, 3 * 48});
+  Tensor k = qkv.slice(1, 48, 48).split_last(3);
+  Tensor kw = randn({16});
+  Tensor qkv_g = qkv.to(kGpu);
+  Tensor k_g = qkv_g.slice(1, 48, 48).split_last(3);
+  rms_norm(k, kw, 1e-5f, k);
+  rms_norm(k_g, kw.to(kGpu), 1e-5f, k_g);
+  EXPECT_LT(rel_err(host(qkv_g), qkv), 1e-6);
+  // silu_and_mul, softmax, add, add_bias
+  Tensor gu = randn({T, 2 * 333}), act = Tensor::empty({T, 333}, DType::F32);
+  Tensor act_g = Tensor::empty({T, 333}, DType::F32, kGpu);
+  silu_and_mul(gu, act);
+  silu_and_mul(gu.to(kGpu), act_g);
+  EXPECT_LT(rel_err(host(act_g), act), 1e-6);
+  Tensor logits = randn({T, 1001}, 4.0f), sm = Tensor::empty({T, 1001}, DType::F32);
+  Tensor sm_g = Tensor::empty({T, 1001}, DType::F32, kGpu);
+  softmax(logits, sm);
+  softmax(logits.to(kGpu), sm_g);
+  EXPECT_LT(rel_err(host(sm_g), sm), 1e-5);
+  Tensor sum = Tensor::empty({T, D}, DType::F32), sum_g = Tensor::empty({T, D}, DType::F32, kGpu);
+  add(x, res, sum);
+  add(x.to(kGpu), res.to(kGpu), sum_g);
+  EXPECT_EQ(rel_err(host(sum_g), sum), 0.0);
+  Tensor bias = randn({D});
+  Tensor xb = x.to(kGpu);
+  add_bias(x, bias);
+  add_bias(xb, bias.to(kGpu));
+  EXPECT_EQ(rel_err(host(xb), x), 0.0);
+}
+
+TEST_F(CudaOps, RopeAllModes) {
+  const int64_t T = 5, H = 3, D = 64;
+  for (int mode = 0; mode < 3; ++mode) {
+    RopeParams p;
+    p.head_dim = D;
+    p.rotary_dim = mode == 1 ? 32 : 64;  // partial rotation in GPT-J mode
+    p.neox = mode != 1;
+    p.mscale = mode == 0 ? 1.1f : 1.0f;
+    for (int i = 0; i < p.rotary_dim / 2; ++i)
+      p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / p.rotary_dim));
+    if (mode == 2) {  // ggml's chained theta with per-pair divisors (GGUF llama-3)
+      p.ggml_theta = true;
+      p.theta_scale = std::pow(500000.0f, -2.0f / p.rotary_dim);
+      for (int i = 0; i < p.rotary_dim / 2; ++i) p.freq_factors.push_back(1.0f + 0.1f * i);
+    }
+    Tensor x = randn({T, H, D});
+    Tensor pos = Tensor::empty({T}, DType::I32);
+    const int32_t pv[] = {0, 1, 17, 4095, 120000};
+    std::copy(pv, pv + T, pos.data<int32_t>());
+    Tensor xg = x.to(kGpu);
+    rope(x, pos, p);
+    rope(xg, pos.to(kGpu), p);
+    // sincosf and std::sin/cos each round within an ulp or two; angles reach 1.2e5 rad.
+    EXPECT_LT(rel_err(host(xg), x), 1e-6) << "mode " << mode;
+  }
+}
+
+TEST_F(CudaOps, ReshapeAndCacheAllDtypes) {
+  const int64_t T = 6, Hkv = 2, D = 24, blocks = 5, bs = 4;
+  Tensor k = randn({T, Hkv, D}), v = randn({T, Hkv, D});
+  Tensor slots = Tensor::empty({T}, DType::I32);
+  const int32_t sv[] = {19, 0, -1, 7, 8, 3};  // -1: padding, skipped
+  std::copy(sv, sv + T, slots.data<int32_t>());
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    Tensor kc = Tensor::empty({blocks, bs, Hkv, D}, dt, kGpu);
+    Tensor vc = Tensor::empty({blocks, bs, Hkv, D}, dt, kGpu);
+    reshape_and_cache(k.to(kGpu), v.to(kGpu), kc, vc, slots.to(kGpu));
+    Tensor kh = host(kc), vh = host(vc);
+    for (int64_t t = 0; t < T; ++t) {
+      if (sv[t] < 0) continue;
+      for (int64_t i = 0; i < Hkv * D; ++i) {
+        const float kr = k.data<float>()[t * Hkv * D + i], vr = v.data<float>()[t * Hkv * D + i];
+        const int64_t at = sv[t] * Hkv * D + i;
+        float kg, vg;
+        if (dt == DType::F32) {
+          kg = kh.data<float>()[at], vg = vh.data<float>()[at];
+        } else {
+          const auto* kp = static_cast<const uint16_t*>(kh.raw());
+          const auto* vp = static_cast<const uint16_t*>(vh.raw());
+          kg = dt == DType::F16 ? f16_to_f32(kp[at]) : bf16_to_f32(kp[at]);
+          vg = dt == DType::F16 ? f16_to_f32(vp[at]) : bf16_to_f32(vp[at]);
+          const float kx = dt == DType::F16 ? f16_to_f32(f32_to_f16(kr)) : bf16_to_f32(f32_to_bf16(kr));
+          const float vx = dt == DType::F16 ? f16_to_f32(f32_to_f16(vr)) : bf16_to_f32(f32_to_bf16(vr));
+          ASSERT_EQ(kg, kx);
+          ASSERT_EQ(vg, vx);
+          continue;
+        }
+        ASSERT_EQ(kg, kr);
+        ASSERT_EQ(vg, vr);
+      }
+    }
+  }
+}
+
+// A mixed batch (full prefill, decode, chunked prefill, one long decode that takes the
+// split-KV path), GQA, with and without a sliding window.
+TEST_F(CudaOps, PagedAttentionMatchesCpu) {
+  const int64_t Hq = 8, Hkv = 2, bs = 16;
+  for (int64_t D : {16, 64, 128}) {
+    const std::vector<int> ctx = {33, 1, 70, 3000};
+    const std::vector<int> qlen = {33, 1, 5, 1};
+    int64_t total_blocks = 0;
+    for (int c : ctx) total_blocks += (c + bs - 1) / bs;
+    const int64_t num_blocks = total_blocks + 3;
+    const int max_blocks = (3000 + bs - 1) / bs;
+    for (int window : {0, 40}) {
+      // CPU f32 cache and GPU f32 cache filled from the same K/V.
+      Tensor kc = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32);
+      Tensor vc = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32);
+      Tensor kc_g = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32, kGpu);
+      Tensor vc_g = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32, kGpu);
+      AttentionMeta meta;
+      meta.max_blocks_per_seq = max_blocks;
+      meta.query_start_loc = {0};
+      std::vector<int32_t> free_ids(num_blocks);
+      std::iota(free_ids.begin(), free_ids.end(), 0);
+      std::shuffle(free_ids.begin(), free_ids.end(), rng);
+      size_t next = 0;
+      for (size_t s = 0; s < ctx.size(); ++s) {
+        const int used = (ctx[s] + bs - 1) / bs;
+        for (int j = 0; j < max_blocks; ++j) meta.block_tables.push_back(j < used ? free_ids[next++] : 0);
+        meta.seq_lens.push_back(ctx[s]);
+        meta.query_start_loc.push_back(meta.query_start_loc.back() + qlen[s]);
+        Tensor k = randn({ctx[s], Hkv, D}), v = randn({ctx[s], Hkv, D});
+        Tensor slots = Tensor::empty({ctx[s]}, DType::I32);
+        for (int p = 0; p < ctx[s]; ++p)
+          slots.data<int32_t>()[p] = meta.block_tables[s * max_blocks + p / bs] * bs + p % bs;
+        reshape_and_cache(k, v, kc, vc, slots);
+        reshape_and_cache(k.to(kGpu), v.to(kGpu), kc_g, vc_g, slots.to(kGpu));
+      }
+      const int64_t T = meta.query_start_loc.back();
+      Tensor q = randn({T, Hq, D});
+      const float scale = 1.0f / std::sqrt(float(D));
+      Tensor ref = Tensor::empty({T, Hq, D}, DType::F32);
+      paged_attention(q, kc, vc, meta, scale, window, ref);
+      AttentionMeta gm = meta;
+      gm.device_query_start_loc = Tensor::from_blob(meta.query_start_loc.data(), std::vector<int64_t>{int64_t(meta.query_start_loc.size())}, DType::I32, nullptr).to(kGpu);
+      gm.device_seq_lens = Tensor::from_blob(meta.seq_lens.data(), std::vector<int64_t>{int64_t(meta.seq_lens.size())}, DType::I32, nullptr).to(kGpu);
+      gm.device_block_tables = Tensor::from_blob(meta.block_tables.data(), std::vector<int64_t>{int64_t(meta.block_tables.size())}, DType::I32, nullptr).to(kGpu);
+      Tensor out = Tensor::empty({T, Hq, D}, DType::F32, kGpu);
+      paged_attention(q.to(kGpu), kc_g, vc_g, gm, scale, window, out);
+      EXPECT_LT(rel_err(host(out), ref), 1e-5) << "D=" << D << " window=" << window;
+    }
+  }
+}
+
+TEST_F(CudaOps, ArgmaxRowsMatchesCpu) {
+  Tensor x = randn({9, 50000});
+  x.data<float>()[3 * 50000 + 7] = 100.0f;  // a tie: the first index wins
+  x.data<float>()[3 * 50000 + 49999] = 100.0f;
+  Tensor ref = Tensor::empty({9}, DType::I32), out = Tensor::empty({9}, DType::I32, kGpu);
+  argmax_rows(x, ref);
+  argmax_rows(x.to(kGpu), out);
+  Tensor got = host(out);
+  for (int r = 0; r < 9; ++r) EXPECT_EQ(got.data<int32_t>()[r], ref.data<int32_t>()[r]);
+  EXPECT_EQ(got.data<int32_t>()[3], 7);
+}
+
+TEST(CudaDevice, ParseDeviceNames) {
+  EXPECT_EQ(parse_device("cpu"), kCpu);
+  EXPECT_THROW(parse_device("gpu"), Error);
+  EXPECT_THROW(parse_device("cuda:x"), Error);
+  EXPECT_THROW(parse_device("cuda:99"), Error);
+  if (cuda_device_count() > 0) EXPECT_EQ(parse_device("cuda"), kGpu);
+  else EXPECT_THROW(parse_device("cuda"), Error);
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Offline throughput of `vllm-cpp generate --input/--output` on a GPU (vLLM's
+`benchmarks/benchmark_throughput.py` with the random dataset): N prompts of random token ids,
+fixed output length, EOS ignored, greedy. Prints one JSON line.
+
+    python3 tools/bench_gpu_throughput.py --bin build/vllm-cpp --model /tmp/models/llama-8b \
+        --num-prompts 1000 --input-len 1024 --output-len 128
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import tempfile
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--num-prompts", type=int, default=1000)
+    ap.add_argument("--input-len", type=int, default=1024)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--max-num-seqs", type=int, default=256)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    ap.add_argument("--device", default="cuda")
+    args = ap.parse_args()
+    rng = random.Random(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = os.path.join(tmp, "in.jsonl"), os.path.join(tmp, "out.jsonl")
+        with open(inp, "w") as f:
+            for _ in range(args.num_prompts):
+                ids = [rng.randrange(100, 100000) for _ in range(args.input_len)]
+                f.write(json.dumps({"prompt": ids, "max_tokens": args.output_len,
+                                    "ignore_eos": True, "temperature": 0}) + "\n")
+        cmd = [args.bin, "generate", "--device", args.device, "-m", args.model, "--input", inp,
+               "--output", out, "--max-num-seqs", str(args.max_num_seqs),
+               "--max-num-batched-tokens", str(args.max_num_batched_tokens),
+               "--max-model-len", str(args.input_len + args.output_len)]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True)
+        elapsed = time.perf_counter() - t0
+        generated = 0
+        with open(out) as f:
+            for line in f:
+                generated += len(json.loads(line)["token_ids"])
+    total = args.num_prompts * args.input_len + generated
+    print(json.dumps({"engine": "vllm-cpp", "model": args.model, "num_prompts": args.num_prompts,
+                      "input_len": args.input_len, "output_len": args.output_len,
+                      "generated_tokens": generated, "elapsed_s": round(elapsed, 2),
+                      "total_tok_s": round(total / elapsed, 1),
+                      "output_tok_s": round(generated / elapsed, 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
