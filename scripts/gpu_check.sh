@@ -34,12 +34,21 @@ if has latency; then
   python3 tools/bench_hf_decode.py --copy-bandwidth | tee -a "$RESULTS"
   for m in llama-1b llama-8b; do
     [ -d "$MODELS/$m" ] || continue
-    start=$(date +%s.%N)
+    start=$(python3 -c "import time; print(time.time())")
     $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --max-tokens 1 -q "Hello" > /dev/null
-    end=$(date +%s.%N)
-    echo "{\"engine\": \"vllm-cpp\", \"model\": \"$m\", \"process_to_first_token_s\": $(echo "$end - $start" | bc)}" | tee -a "$RESULTS"
-    $BIN/vllm-cpp bench latency --device cuda -m "$MODELS/$m" --input-len 128 --output-len 256 \
-      --repeats 3 | sed "s/^{/{\"model\": \"$m\", /" | tee -a "$RESULTS"
+    end=$(python3 -c "import time; print(time.time())")
+    echo "{\"engine\": \"vllm-cpp\", \"model\": \"$m\", \"process_to_first_token_s\": $(python3 -c "print(round($end - $start, 3))")}" | tee -a "$RESULTS"
+    # Graph replay must give the eager tokens.
+    for eager in "" --enforce-eager; do
+      $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --max-tokens 48 --ignore-eos -q $eager \
+        "The capital of France is" > "$OUT/gen_${m}${eager}.txt"
+    done
+    cmp -s "$OUT/gen_${m}.txt" "$OUT/gen_${m}--enforce-eager.txt" && echo "{\"model\": \"$m\", \"graphs_match_eager\": true}" | tee -a "$RESULTS" \
+      || echo "{\"model\": \"$m\", \"graphs_match_eager\": false}" | tee -a "$RESULTS"
+    for eager in "" --enforce-eager; do
+      $BIN/vllm-cpp bench latency --device cuda -m "$MODELS/$m" --input-len 128 --output-len 256 \
+        --repeats 3 $eager | sed "s/^{/{\"model\": \"$m\", \"flags\": \"$eager\", /" | tee -a "$RESULTS"
+    done
   done
 fi
 
@@ -54,8 +63,8 @@ fi
 
 if has throughput; then
   log throughput
-  timeout 500 python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp --model "$MODELS/llama-8b" \
-    --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 --output-len 128 2>"$OUT/throughput.log" \
-    | tee -a "$RESULTS"
+  timeout "${THROUGHPUT_TIMEOUT:-500}" python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp \
+    --model "$MODELS/llama-8b" --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 \
+    --output-len 128 ${THROUGHPUT_FLAGS:-} 2>"$OUT/throughput.log" | tee -a "$RESULTS"
 fi
 log done

@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--max-num-seqs", type=int, default=256)
     ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--enforce-eager", action="store_true")
     args = ap.parse_args()
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -38,6 +39,8 @@ def main():
                "--output", out, "--max-num-seqs", str(args.max_num_seqs),
                "--max-num-batched-tokens", str(args.max_num_batched_tokens),
                "--max-model-len", str(args.input_len + args.output_len)]
+        if args.enforce_eager:
+            cmd.append("--enforce-eager")
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True)
         elapsed = time.perf_counter() - t0
@@ -47,6 +50,7 @@ def main():
                 generated += len(json.loads(line)["token_ids"])
     total = args.num_prompts * args.input_len + generated
     print(json.dumps({"engine": "vllm-cpp", "model": args.model, "num_prompts": args.num_prompts,
+                      "enforce_eager": args.enforce_eager,
                       "input_len": args.input_len, "output_len": args.output_len,
                       "generated_tokens": generated, "elapsed_s": round(elapsed, 2),
                       "total_tok_s": round(total / elapsed, 1),

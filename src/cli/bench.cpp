@@ -23,6 +23,7 @@ struct BenchArgs {
   int threads = 0;
   int repeats = 3;
   std::string device = "cpu";
+  bool enforce_eager = false;
 };
 
 int run_latency(const BenchArgs& a) {
@@ -30,6 +31,7 @@ int run_latency(const BenchArgs& a) {
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   const auto t_load = std::chrono::steady_clock::now();
   LoadedModel m = load_model(path, {}, parse_device(a.device));
+  m.model->set_enforce_eager(a.enforce_eager);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   std::mt19937 rng(0);
@@ -77,6 +79,7 @@ void add_bench(CLI::App& app) {
   lat->add_option("--threads,-t", args->threads)->check(CLI::Range(1, 1024));
   lat->add_option("--repeats", args->repeats)->check(CLI::Range(1, 100));
   lat->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  lat->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs");
   lat->callback([args] { std::exit(run_guarded([&] { return run_latency(*args); })); });
   add_bench_serve(*bench);
 }

@@ -43,6 +43,7 @@ struct GenerateArgs {
   std::string kv_cache_memory;
   double gpu_memory_utilization = 0.9;
   std::string device = "cpu";
+  bool enforce_eager = false;
   bool no_prefix_caching = false;
 };
 
@@ -77,6 +78,7 @@ int run_generate(const GenerateArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const Device device = parse_device(a.device);
   LoadedModel m = load_model(path, {}, device);
+  m.model->set_enforce_eager(a.enforce_eager);
   if (!a.input.empty() || !a.output.empty()) {
     if (a.input.empty() || a.output.empty()) throw Error("--input and --output go together");
     EngineConfig config = a.engine;
@@ -153,6 +155,7 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--block-size", args->engine.block_size)->check(CLI::IsMember({8, 16, 32, 64, 128}));
   cmd->add_flag("--no-enable-prefix-caching", args->no_prefix_caching);
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs for decode steps");
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
                   "CUDA, batch mode: fraction of GPU memory to use when --kv-cache-memory is not "
                   "given")->check(CLI::Range(0.0, 1.0))->capture_default_str();

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "runtime/backend.h"
 #include "runtime/ops.h"
 #include "util/check.h"
 
@@ -114,43 +115,57 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
   VLLM_CHECK(T > 0, "empty batch");
   VLLM_CHECK(batch.positions.size() == size_t(T) && batch.slot_mapping.size() == size_t(T),
              "batch arrays disagree in length");
-  const int64_t num_logits = static_cast<int64_t>(batch.logits_indices.size());
   for (int32_t id : batch.token_ids)
     VLLM_CHECK(id >= 0 && id < c.vocab_size, "token id ", id, " outside vocab of ", c.vocab_size);
   const int64_t num_slots = int64_t(cache.num_blocks) * cache.block_size;
   for (int32_t s : batch.slot_mapping)
     VLLM_CHECK(s < num_slots, "slot ", s, " beyond cache of ", num_slots);
-
-  // The step's integer arrays, on the device in one copy; all layers share them.
-  AttentionMeta meta_on_device;
-  const AttentionMeta* meta = &batch.attn;
-  Tensor ids, positions, slots, rows_wanted;
   if (device_.kind == DeviceKind::Cpu) {
-    ids = host_i32(batch.token_ids);
-    positions = host_i32(batch.positions);
-    slots = host_i32(batch.slot_mapping);
-    rows_wanted = host_i32(batch.logits_indices);
-  } else {
-    const AttentionMeta& a = batch.attn;
-    const std::vector<const std::vector<int32_t>*> parts = {
-        &batch.token_ids, &batch.positions,  &batch.slot_mapping, &batch.logits_indices,
-        &a.query_start_loc, &a.seq_lens, &a.block_tables};
-    std::vector<int32_t> packed;
-    for (const auto* p : parts) packed.insert(packed.end(), p->begin(), p->end());
-    const Tensor all = host_i32(packed).to(device_);
-    std::vector<Tensor> views;
-    int64_t off = 0;
-    for (const auto* p : parts) {
-      views.push_back(all.narrow(off, static_cast<int64_t>(p->size())));
-      off += static_cast<int64_t>(p->size());
-    }
-    ids = views[0], positions = views[1], slots = views[2], rows_wanted = views[3];
-    meta_on_device = a;
-    meta_on_device.device_query_start_loc = views[4];
-    meta_on_device.device_seq_lens = views[5];
-    meta_on_device.device_block_tables = views[6];
-    meta = &meta_on_device;
+    StepInputs in;
+    in.ids = host_i32(batch.token_ids);
+    in.positions = host_i32(batch.positions);
+    in.slots = host_i32(batch.slot_mapping);
+    in.rows_wanted = host_i32(batch.logits_indices);
+    in.meta = &batch.attn;
+    return compute(in, cache);
   }
+  if (auto logits = forward_graph(batch, cache)) return *logits;
+  AttentionMeta meta;
+  const StepInputs in = upload_inputs(batch, meta, Tensor());
+  return compute(in, cache);
+}
+
+DecoderModel::StepInputs DecoderModel::upload_inputs(const ForwardBatch& batch,
+                                                     AttentionMeta& meta, Tensor buffer) const {
+  const AttentionMeta& a = batch.attn;
+  const std::vector<const std::vector<int32_t>*> parts = {
+      &batch.token_ids,   &batch.positions, &batch.slot_mapping, &batch.logits_indices,
+      &a.query_start_loc, &a.seq_lens,      &a.block_tables};
+  std::vector<int32_t> packed;
+  for (const auto* p : parts) packed.insert(packed.end(), p->begin(), p->end());
+  if (!buffer.defined()) buffer = Tensor::empty({int64_t(packed.size())}, DType::I32, device_);
+  VLLM_CHECK(buffer.numel() == int64_t(packed.size()), "step input buffer size");
+  backend_for(device_).copy(buffer.raw(), device_, packed.data(), kCpu, packed.size() * 4);
+  std::vector<Tensor> views;
+  int64_t off = 0;
+  for (const auto* p : parts) {
+    views.push_back(buffer.narrow(off, static_cast<int64_t>(p->size())));
+    off += static_cast<int64_t>(p->size());
+  }
+  meta = a;
+  meta.device_query_start_loc = views[4];
+  meta.device_seq_lens = views[5];
+  meta.device_block_tables = views[6];
+  return StepInputs{views[0], views[1], views[2], views[3], &meta};
+}
+
+Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
+  const ModelConfig& c = config_;
+  const int64_t T = in.ids.size(0);
+  const int64_t num_logits = in.rows_wanted.size(0);
+  const Tensor& positions = in.positions;
+  const Tensor& slots = in.slots;
+  const AttentionMeta* meta = in.meta;
 
   // Activations [T, ...]; `residual` is the running stream, `h` the normed input of a block.
   const Device d = device_;
@@ -163,7 +178,7 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
   Tensor act = Tensor::empty({T, c.intermediate_size}, DType::F32, d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
-  embedding(ids, embed_tokens, residual);
+  embedding(in.ids, embed_tokens, residual);
   for (int i = 0; i < c.num_layers; ++i) {
     const Layer& L = layers_[i];
     if (i == 0)
@@ -179,8 +194,9 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
       rms_norm(q, L.q_norm, static_cast<float>(c.rms_norm_eps), q);
       rms_norm(k, L.k_norm, static_cast<float>(c.rms_norm_eps), k);
     }
-    rope(q, positions, rope_);
-    rope(k, positions, rope_);
+    // q and k heads are adjacent in each qkv row: one rotation over both.
+    Tensor qk = qkv.slice(1, 0, c.q_size() + c.kv_size()).split_last(c.num_heads + c.num_kv_heads);
+    rope(qk, positions, rope_);
     reshape_and_cache(k, v, cache.k[i], cache.v[i], slots);
     paged_attention(q, cache.k[i], cache.v[i], *meta, scale, L.sliding_window, attn);
     L.o(attn.merge_last(), block_out);
@@ -193,7 +209,7 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
   add_rms_norm(block_out, residual, final_norm, static_cast<float>(c.rms_norm_eps), h);
 
   Tensor rows = Tensor::empty({num_logits, c.hidden_size}, DType::F32, d);
-  embedding(rows_wanted, h, rows);
+  embedding(in.rows_wanted, h, rows);
   Tensor logits = Tensor::empty({num_logits, c.vocab_size}, DType::F32, d);
   matmul(rows, lm_head, logits);
   return logits;

@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "model/config.h"
 #include "model/forward_batch.h"
@@ -25,13 +26,31 @@ class DecoderModel {
   DType kv_dtype() const { return kv_dtype_; }
   int64_t kv_bytes_per_token() const;
   KvCache allocate_kv_cache(int num_blocks, int block_size) const;
-  // Logits [batch.logits_indices.size(), vocab_size] f32, on device().
+  // Logits [batch.logits_indices.size(), vocab_size] f32, on device(). On a GPU they are
+  // valid until the next forward().
   Tensor forward(const ForwardBatch& batch, KvCache& cache) const;
+  // Decode steps on a GPU replay CUDA graphs unless this is set (vLLM's --enforce-eager).
+  void set_enforce_eager(bool eager) { enforce_eager_ = eager; }
   // Logits [tokens.size(), vocab_size] of one fresh sequence at every position (own cache),
   // on the host.
   Tensor score(std::span<const int32_t> tokens) const;
 
  private:
+  // One step's integer inputs where the kernels read them.
+  struct StepInputs {
+    Tensor ids, positions, slots, rows_wanted;
+    const AttentionMeta* meta = nullptr;
+  };
+  // Copies the batch's arrays into `buffer` (a new one when undefined) in one transfer; `meta`
+  // receives the attention metadata with its device views.
+  StepInputs upload_inputs(const ForwardBatch& batch, AttentionMeta& meta, Tensor buffer) const;
+  // The forward itself: kernels only, no host synchronisation, so a GPU can capture it.
+  Tensor compute(const StepInputs& in, KvCache& cache) const;
+  // Pure decode steps of up to kMaxGraphTokens sequences through captured graphs
+  // (decoder_graphs.cpp); nullopt when the step does not qualify.
+  std::optional<Tensor> forward_graph(const ForwardBatch& batch, KvCache& cache) const;
+  struct Graph;
+
   struct Layer {
     Tensor attn_norm, ffn_norm, q_norm, k_norm;  // f32; q/k norms only with qk_norm
     Linear qkv, o, gate_up, down;
@@ -46,6 +65,7 @@ class DecoderModel {
   Tensor final_norm;
   Tensor lm_head;       // [vocab, hidden]; the embedding when tied
   std::vector<Layer> layers_;
+  bool enforce_eager_ = false;
 };
 
 }  // namespace vllm

@@ -2,6 +2,8 @@
 // decisions. Tokens of all sequences are flattened; attention metadata says who is who.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -31,6 +33,9 @@ struct KvCache {
   std::vector<Tensor> k, v;
   int num_blocks = 0;
   int block_size = 0;
+  // Decode graphs captured over this cache, by (padded batch size, block-table width): they
+  // write into these tensors, so they live and die with them (see decoder_graphs.cpp).
+  std::map<std::pair<int, int>, std::shared_ptr<void>> graphs;
 };
 
 }  // namespace vllm

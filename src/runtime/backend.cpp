@@ -12,6 +12,12 @@ Backend& backend_for(Device device) {
   return cuda_backend(device.index);
 }
 
+void Backend::begin_capture() { throw Error(device().str() + " cannot capture graphs"); }
+std::shared_ptr<void> Backend::end_capture() { throw Error(device().str() + " cannot capture graphs"); }
+void Backend::replay(const std::shared_ptr<void>&) {
+  throw Error(device().str() + " cannot replay graphs");
+}
+
 Device parse_device(const std::string& name) {
   if (name == "cpu") return kCpu;
   int index = 0;

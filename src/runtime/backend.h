@@ -23,6 +23,19 @@ class Backend {
                     size_t bytes) = 0;
   virtual void synchronize() = 0;
 
+  // Step arena: between begin_arena and end_arena, alloc() hands out consecutive pieces of
+  // one fixed buffer (freeing them is a no-op), so the same sequence of allocations gets the
+  // same addresses every step, as graph replay needs. The pieces stay valid until the next
+  // begin_arena. Backends without graphs ignore it.
+  virtual void begin_arena(size_t /*bytes*/) {}
+  virtual void end_arena() {}
+  // Graph capture: the work enqueued between begin_capture and end_capture is recorded, not
+  // run, and replay() runs it again. Only where supports_graphs().
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture();
+  virtual std::shared_ptr<void> end_capture();
+  virtual void replay(const std::shared_ptr<void>& graph);
+
   // Kernels. Shapes are documented on the front-ends in runtime/ops.h.
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;

@@ -35,6 +35,9 @@ struct AttentionMeta {
   // Device copies of the three arrays above, made once per step by the model when it runs
   // on an accelerator and shared by all layers; undefined on the CPU.
   Tensor device_query_start_loc, device_seq_lens, device_block_tables;
+  // > 0: an upper bound on seq_lens that kernels size their launch by instead of the actual
+  // values, so that a captured graph fits every step it is replayed for.
+  int max_seq_len_bound = 0;
   int num_seqs() const { return static_cast<int>(seq_lens.size()); }
 };
 

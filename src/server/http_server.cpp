@@ -216,6 +216,7 @@ int run_server(ServerConfig config) {
     std::fflush(stderr);
   }, cfg.device);
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
+  model.model->set_enforce_eager(cfg.enforce_eager);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto core = std::make_unique<EngineCore>(*model.model, model.tokenizer.get(), cfg.engine);
   char line[160];

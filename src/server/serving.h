@@ -17,6 +17,7 @@ namespace vllm::server {
 struct ServerConfig {
   std::string model_path;                      // as given (a .gguf file or a HF directory)
   Device device;                               // where the weights, KV cache and kernels live
+  bool enforce_eager = false;                  // no CUDA graphs
   std::vector<std::string> served_model_names;  // the first one is the default
   std::string host = "127.0.0.1";
   int port = 8000;

@@ -162,7 +162,9 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
   VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
 
   // Split the keys when (token, head) pairs alone cannot fill the GPU and contexts are long.
-  const int max_seq = *std::max_element(meta.seq_lens.begin(), meta.seq_lens.end());
+  const int max_seq = meta.max_seq_len_bound > 0
+                          ? meta.max_seq_len_bound
+                          : *std::max_element(meta.seq_lens.begin(), meta.seq_lens.end());
   const int pairs = tokens * num_q_heads;
   int splits = 1;
   if (pairs < 2 * multiprocessors_ && max_seq >= 512)

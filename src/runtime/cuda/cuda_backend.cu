@@ -33,6 +33,13 @@ CudaBackend::~CudaBackend() {
 }
 
 void* CudaBackend::alloc(size_t bytes) {
+  if (arena_active_) {
+    const size_t at = (arena_used_ + 255) / 256 * 256;
+    VLLM_CHECK(at + bytes <= arena_bytes_, "step arena of ", arena_bytes_ >> 20,
+               " MiB exhausted");
+    arena_used_ = at + bytes;
+    return arena_ + at;
+  }
   void* p = nullptr;
   const cudaError_t err = cudaMallocAsync(&p, bytes, stream_);
   if (err != cudaSuccess) {
@@ -46,7 +53,51 @@ void* CudaBackend::alloc(size_t bytes) {
   return p;
 }
 
-void CudaBackend::free(void* ptr) { cudaFreeAsync(ptr, stream_); }
+void CudaBackend::free(void* ptr) {
+  const char* c = static_cast<const char*>(ptr);
+  if (c >= arena_ && c < arena_ + arena_bytes_) return;  // arena pieces die with the step
+  cudaFreeAsync(ptr, stream_);
+}
+
+void CudaBackend::begin_arena(size_t bytes) {
+  VLLM_CHECK(!arena_active_, "nested step arenas");
+  if (bytes > arena_bytes_) {
+    VLLM_CHECK(graphs_alive_ == 0, "the step arena cannot grow while graphs point into it");
+    if (arena_) {
+      VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      VLLM_CUDA_CHECK(cudaFree(arena_));
+    }
+    arena_ = nullptr;
+    VLLM_CUDA_CHECK(cudaMalloc(&arena_, bytes));
+    arena_bytes_ = bytes;
+  }
+  arena_used_ = 0;
+  arena_active_ = true;
+}
+
+void CudaBackend::end_arena() { arena_active_ = false; }
+
+void CudaBackend::begin_capture() {
+  VLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+}
+
+std::shared_ptr<void> CudaBackend::end_capture() {
+  cudaGraph_t graph = nullptr;
+  VLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  VLLM_CUDA_CHECK(err);
+  ++graphs_alive_;
+  return std::shared_ptr<void>(exec, [this](void* e) {
+    cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(e));
+    --graphs_alive_;
+  });
+}
+
+void CudaBackend::replay(const std::shared_ptr<void>& graph) {
+  VLLM_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph.get()), stream_));
+}
 
 void CudaBackend::copy(void* dst, Device dst_device, const void* src, Device src_device,
                        size_t bytes) {

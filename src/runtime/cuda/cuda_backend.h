@@ -24,6 +24,12 @@ class CudaBackend final : public Backend {
   void copy(void* dst, Device dst_device, const void* src, Device src_device,
             size_t bytes) override;
   void synchronize() override;
+  void begin_arena(size_t bytes) override;
+  void end_arena() override;
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  std::shared_ptr<void> end_capture() override;
+  void replay(const std::shared_ptr<void>& graph) override;
 
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
@@ -56,6 +62,11 @@ class CudaBackend final : public Backend {
   cublasLtContext* lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  // The step arena: one buffer, grown only while no graph refers into it.
+  char* arena_ = nullptr;
+  size_t arena_bytes_ = 0, arena_used_ = 0;
+  bool arena_active_ = false;
+  int graphs_alive_ = 0;
   std::mutex plans_mutex_;
   std::map<GemmKey, std::shared_ptr<GemmPlan>> plans_;  // shared_ptr: GemmPlan is opaque here
 };

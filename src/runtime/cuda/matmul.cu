@@ -1,6 +1,8 @@
-// out[M, N] = x[M, K] @ w[N, K]^T through cuBLASLt. f32 weights run a true f32 GEMM (no TF32)
-// so that f32 checkpoints match their reference; f16/bf16 weights take x rounded to the
-// weight's type and accumulate in f32. Plans (descriptors + algorithm) are cached per shape.
+// out[M, N] = x[M, K] @ w[N, K]^T. Few rows (decode) with f16/bf16 weights: our own GEMV,
+// which streams the weights once with 16-byte loads and reads x in f32 as it is. Otherwise
+// cuBLASLt: f32 weights run a true f32 GEMM (no TF32) so that f32 checkpoints match their
+// reference; f16/bf16 weights take x rounded to the weight's type and accumulate in f32.
+// cuBLASLt plans (descriptors + algorithm) are cached per shape.
 #include <cublasLt.h>
 
 #include "runtime/cuda/common.cuh"
@@ -21,6 +23,95 @@ __global__ void convert_rows(const float* __restrict__ x, int64_t x_stride, T* _
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_float<T>(x[(i / cols) * x_stride + i % cols]);
+}
+
+constexpr int kGemvMaxRows = 8;
+constexpr int kGemvWarps = 4;  // output columns per block, one per warp
+constexpr int kGemvUnroll = 4;  // 16-byte weight loads in flight per lane
+
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8], const __nv_bfloat16*) {
+  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x, f[2 * i + 1] = v.y;
+  }
+}
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8], const __half*) {
+  const auto* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __half22float2(h[i]);
+    f[2 * i] = v.x, f[2 * i + 1] = v.y;
+  }
+}
+
+// One warp per output column n: lanes stride over K in 8-element (16-byte) pieces of w[n],
+// each multiplied into all M rows of x; a warp reduction gives out[:, n].
+template <typename W, int M>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_kernel(const float* __restrict__ x, int64_t ldx, const W* __restrict__ w, int64_t k,
+                int64_t n, float* __restrict__ out, int64_t ldo) {
+  const int lane = threadIdx.x % 32;
+  const int64_t col = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (col >= n) return;
+  const uint4* wrow = reinterpret_cast<const uint4*>(w + col * k);
+  const int64_t pieces = k / 8;
+  float acc[M] = {};
+  for (int64_t p0 = lane; p0 < pieces; p0 += 32 * kGemvUnroll) {
+    uint4 wv[kGemvUnroll];
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int64_t p = p0 + u * 32;
+      wv[u] = p < pieces ? __ldg(wrow + p) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int64_t p = p0 + u * 32;
+      if (p >= pieces) break;
+      float wf[8];
+      unpack8(wv[u], wf, static_cast<const W*>(nullptr));
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const float4* xp = reinterpret_cast<const float4*>(x + m * ldx + p * 8);
+        const float4 a = __ldg(xp), b = __ldg(xp + 1);
+        acc[m] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
+                  wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float v = warp_sum(acc[m]);
+    if (lane == 0) out[m * ldo + col] = v;
+  }
+}
+
+template <typename W>
+void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, cudaStream_t stream) {
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  const auto grid = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
+  const float* xp = x.data<float>();
+  const W* wp = w.data<W>();
+  float* op = out.data<float>();
+  const int64_t ldx = row_stride(x), ldo = row_stride(out);
+  switch (m) {
+#define VLLM_GEMV_CASE(M) \
+  case M: gemv_kernel<W, M><<<grid, kGemvWarps * 32, 0, stream>>>(xp, ldx, wp, k, n, op, ldo); break;
+    VLLM_GEMV_CASE(1) VLLM_GEMV_CASE(2) VLLM_GEMV_CASE(3) VLLM_GEMV_CASE(4)
+    VLLM_GEMV_CASE(5) VLLM_GEMV_CASE(6) VLLM_GEMV_CASE(7) VLLM_GEMV_CASE(8)
+#undef VLLM_GEMV_CASE
+    default: VLLM_CHECK(false, "gemv rows ", m);
+  }
+}
+
+// The GEMV needs 16-byte aligned rows of x and w.
+bool gemv_applies(const Tensor& x, const Tensor& w) {
+  const DType dt = w.dtype();
+  return x.size(0) <= kGemvMaxRows && (dt == DType::BF16 || dt == DType::F16) &&
+         x.size(1) % 8 == 0 && row_stride(x) % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0;
 }
 
 cudaDataType_t cuda_type(DType dt) {
@@ -85,6 +176,12 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   VLLM_CHECK(w.is_contiguous(), "CUDA matmul weights must be contiguous");
   const DType wt = w.dtype();
   (void)cuda_type(wt);
+  if (gemv_applies(x, w)) {
+    if (wt == DType::BF16) launch_gemv<__nv_bfloat16>(x, w, out, stream_);
+    else launch_gemv<__half>(x, w, out, stream_);
+    VLLM_CUDA_LAUNCHED();
+    return;
+  }
   const void* b = x.raw();
   int64_t ldb = row_stride(x);
   Tensor converted;

@@ -1,0 +1,110 @@
+// CUDA graphs for decode steps. A step of T single-token sequences is padded to a bucket of
+// T (1, 2, 4, ... 256) and of the block-table width (16, 32, ...), and replays the graph of
+// that bucket, captured on first use and kept in the KvCache it writes into. The graph reads its inputs from a persistent
+// buffer and keeps its activations in the backend's step arena, so its addresses hold.
+#include <numeric>
+
+#include "model/decoder.h"
+#include "runtime/backend.h"
+#include "util/check.h"
+
+namespace vllm {
+namespace {
+
+constexpr int kMaxGraphTokens = 256;
+
+int bucket(int n, int smallest) {
+  int b = smallest;
+  while (b < n) b *= 2;
+  return b;
+}
+
+// Everything compute() allocates for `tokens` tokens, with room for pool alignment, the
+// cuBLASLt input conversion and split-KV partials.
+size_t step_arena_bytes(const ModelConfig& c, int64_t tokens) {
+  const int64_t floats =
+      tokens * (5 * int64_t(c.hidden_size) + c.q_size() + 2 * c.kv_size() +
+                int64_t(c.num_heads) * c.head_dim + 3 * int64_t(c.intermediate_size) + c.vocab_size);
+  const int64_t convert = 2 * tokens * std::max(c.intermediate_size, c.hidden_size);
+  const int64_t partials = 4 * (tokens * c.num_heads + 1024) * 64 * (c.head_dim + 2);
+  return static_cast<size_t>((4 * floats + convert + partials) * 5 / 4 + (int64_t(16) << 20));
+}
+
+}  // namespace
+
+struct DecoderModel::Graph {
+  Tensor inputs;  // persistent device buffer the graph reads its step inputs from
+  AttentionMeta meta;
+  std::shared_ptr<void> exec;
+  Tensor logits;  // [bucket, vocab] in the step arena, rewritten by each replay
+};
+
+std::optional<Tensor> DecoderModel::forward_graph(const ForwardBatch& batch,
+                                                  KvCache& cache) const {
+  Backend& be = backend_for(device_);
+  const AttentionMeta& a = batch.attn;
+  const int T = batch.num_tokens();
+  if (enforce_eager_ || !be.supports_graphs() || T > kMaxGraphTokens || a.num_seqs() != T ||
+      static_cast<int>(batch.logits_indices.size()) != T)
+    return std::nullopt;
+  for (int i = 0; i < T; ++i)
+    if (a.query_start_loc[i] != i || batch.logits_indices[i] != i) return std::nullopt;
+
+  // The padded step: extra sequences of one token write no KV (slot -1) and are not read.
+  const int tokens = bucket(T, 1);
+  const int width = bucket(a.max_blocks_per_seq, 16);
+  ForwardBatch p;
+  p.token_ids = batch.token_ids;
+  p.token_ids.resize(tokens, 0);
+  p.positions = batch.positions;
+  p.positions.resize(tokens, 0);
+  p.slot_mapping = batch.slot_mapping;
+  p.slot_mapping.resize(tokens, -1);
+  p.logits_indices.resize(tokens);
+  std::iota(p.logits_indices.begin(), p.logits_indices.end(), 0);
+  p.attn.query_start_loc.resize(tokens + 1);
+  std::iota(p.attn.query_start_loc.begin(), p.attn.query_start_loc.end(), 0);
+  p.attn.seq_lens = a.seq_lens;
+  p.attn.seq_lens.resize(tokens, 1);
+  p.attn.max_blocks_per_seq = width;
+  p.attn.block_tables.assign(size_t(tokens) * width, 0);
+  for (int s = 0; s < T; ++s)
+    std::copy_n(a.block_tables.begin() + size_t(s) * a.max_blocks_per_seq, a.max_blocks_per_seq,
+                p.attn.block_tables.begin() + size_t(s) * width);
+  p.attn.max_seq_len_bound = width * cache.block_size;
+
+  std::shared_ptr<void>& slot = cache.graphs[{tokens, width}];
+  auto g = std::static_pointer_cast<Graph>(slot);
+  if (!g) {
+    auto fresh = std::make_shared<Graph>();
+    const size_t packed = p.token_ids.size() * 4 + p.attn.query_start_loc.size() +
+                          p.attn.seq_lens.size() + p.attn.block_tables.size();
+    fresh->inputs = Tensor::empty({int64_t(packed)}, DType::I32, device_);
+    const StepInputs in = upload_inputs(p, fresh->meta, fresh->inputs);
+    // The arena is sized once for the largest bucket: it cannot move under live graphs.
+    const size_t arena = step_arena_bytes(config_, kMaxGraphTokens);
+    be.begin_arena(arena);  // an eager run first: cuBLASLt plans, module loading
+    compute(in, cache);
+    be.end_arena();
+    be.synchronize();
+    be.begin_arena(arena);
+    be.begin_capture();
+    try {
+      fresh->logits = compute(in, cache);
+    } catch (...) {
+      be.end_capture();
+      be.end_arena();
+      throw;
+    }
+    fresh->exec = be.end_capture();
+    be.end_arena();
+    slot = fresh;
+    g = std::move(fresh);
+  } else {
+    upload_inputs(p, g->meta, g->inputs);
+  }
+  be.replay(g->exec);
+  return g->logits.narrow(0, T);
+}
+
+}  // namespace vllm
