@@ -97,9 +97,13 @@ const ForwardBatch& InputBatch::prepare(const core::SchedulerOutput& out,
   for (int k = 0; k < static_cast<int>(out.scheduled.size()); ++k) {
     const ScheduledRequest& s = out.scheduled[k];
     if (s.kind == ScheduledKind::kRunning) {
-      if (auto it = row_of_.find(s.request_id); it != row_of_.end()) {
-        VLLM_CHECK(sched_index_[it->second] < 0, "request ", s.request_id, " scheduled twice");
-        sched_index_[it->second] = k;
+      // In steady decoding the rows are in the scheduled order: skip the hash lookup.
+      int row = k < num_rows() && row_ids_[k] == s.request_id ? k : -1;
+      if (row < 0)
+        if (auto it = row_of_.find(s.request_id); it != row_of_.end()) row = it->second;
+      if (row >= 0) {
+        VLLM_CHECK(sched_index_[row] < 0, "request ", s.request_id, " scheduled twice");
+        sched_index_[row] = k;
         continue;
       }
     }
