@@ -32,9 +32,9 @@ enum class ScheduledKind {
 
 // Block tables travel as in vLLM V1: whole for kNew and kResumed, as edits for kRunning, so a
 // decode step costs O(changes), not O(context). A kRunning request's table after this step is
-// its table after the step that last scheduled it, with new_block_ids appended and then its
-// first num_null_blocks entries set to kNullBlockId (blocks behind a sliding window; they only
-// ever grow at the front, and the runner may not have seen them nulled yet).
+// its table from the step that last scheduled it, with new_block_ids appended and then its
+// first num_null_blocks entries set to kNullBlockId (a sliding-window group releases blocks
+// behind the window, front first; this is the only edit besides appending).
 struct ScheduledRequest {
   std::string request_id;
   ScheduledKind kind = ScheduledKind::kNew;
