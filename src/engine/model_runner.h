@@ -40,7 +40,6 @@ class ModelRunner {
   // SchedulerOutput must come here, in order: running requests carry only their table edits.
   std::unordered_map<std::string, StepSample> execute(const core::SchedulerOutput& out);
   const std::vector<int>& eos_ids() const { return eos_ids_; }
-  const InputBatch& input_batch() const { return inputs_; }
 
  private:
   struct State {
