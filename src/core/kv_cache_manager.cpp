@@ -19,7 +19,10 @@ bool KvBlocks::empty() const {
 
 KvCacheManager::KvCacheManager(KvCacheConfig config)
     : config_((validate(config), std::move(config))),
-      block_pool_(config_.num_blocks, config_.enable_prefix_caching) {}
+      block_pool_(config_.num_blocks, config_.enable_prefix_caching) {
+  for (const KvCacheGroupSpec& g : config_.groups)
+    has_sliding_window_ |= g.kind == AttentionKind::kSlidingWindow;
+}
 
 void KvCacheManager::update_block_hashes(Request& request) const {
   const int bs = config_.block_size;
@@ -107,12 +110,16 @@ void KvCacheManager::remove_skipped_blocks(RequestBlocks& rb, int num_computed_t
     auto& table = rb.blocks[g];
     const int first_useful_block =
         std::min<int>(first_useful_token / config_.block_size, table.size());
+    int& num_null = rb.num_null_blocks[g];
+    if (first_useful_block <= num_null) continue;
+    // Blocks before num_null were nulled by earlier calls (or came null with a prefix hit).
     std::vector<int> removed;
-    // Earlier blocks were nulled by earlier calls once we meet a null block.
-    for (int i = first_useful_block - 1; i >= 0 && table[i] != kNullBlockId; --i) {
+    for (int i = first_useful_block - 1; i >= num_null; --i) {
+      VLLM_CHECK(table[i] != kNullBlockId, "null block inside the live part of a table");
       removed.push_back(table[i]);
       table[i] = kNullBlockId;
     }
+    num_null = first_useful_block;
     block_pool_.free_blocks(removed);
   }
 }
@@ -157,6 +164,7 @@ std::optional<KvBlocks> KvCacheManager::allocate_slots(Request& request, int num
     rb = &req_to_blocks_[request.request_id()];
     rb->blocks.resize(num_groups());
     rb->num_cached_blocks.assign(num_groups(), 0);
+    rb->num_null_blocks.assign(num_groups(), 0);
   }
   KvBlocks out;
   out.block_ids.resize(num_groups());
@@ -167,6 +175,10 @@ std::optional<KvBlocks> KvCacheManager::allocate_slots(Request& request, int num
       block_pool_.touch(hit);
       rb->blocks[g].assign(hit.begin(), hit.end());
       rb->num_cached_blocks[g] = static_cast<int>(hit.size());
+      // A sliding-window hit starts with nulls where the window does not reach.
+      rb->num_null_blocks[g] = static_cast<int>(
+          std::find_if(hit.begin(), hit.end(), [](int id) { return id != kNullBlockId; }) -
+          hit.begin());
     }
     const int n = cdiv(num_tokens_need_slot, config_.block_size) -
                   static_cast<int>(rb->blocks[g].size());
@@ -224,6 +236,12 @@ std::vector<std::vector<int>> KvCacheManager::get_block_ids(const std::string& r
   auto it = req_to_blocks_.find(request_id);
   if (it == req_to_blocks_.end()) return std::vector<std::vector<int>>(num_groups());
   return it->second.blocks;
+}
+
+std::span<const int> KvCacheManager::num_null_blocks(const std::string& request_id) const {
+  auto it = req_to_blocks_.find(request_id);
+  if (it == req_to_blocks_.end()) return {};
+  return it->second.num_null_blocks;
 }
 
 std::vector<int64_t> compute_slot_mapping(std::span<const int> block_table, int start, int n,

@@ -56,6 +56,11 @@ class KvCacheManager {
 
   // Block table per group; empty groups for an unknown request.
   std::vector<std::vector<int>> get_block_ids(const std::string& request_id) const;
+  // Per group, how many leading entries of the request's block table are kNullBlockId: a
+  // sliding-window group releases blocks behind the window front first, so its table is
+  // always nulls then live blocks; other groups report 0. Empty for an unknown request.
+  std::span<const int> num_null_blocks(const std::string& request_id) const;
+  bool has_sliding_window() const { return has_sliding_window_; }
 
   bool reset_prefix_cache() { return block_pool_.reset_prefix_cache(); }
   double usage() const { return block_pool_.usage(); }
@@ -71,6 +76,7 @@ class KvCacheManager {
   struct RequestBlocks {
     std::vector<std::vector<int>> blocks;  // block_table per group
     std::vector<int> num_cached_blocks;    // per group: leading blocks already cached
+    std::vector<int> num_null_blocks;      // per group: leading kNullBlockId entries
   };
 
   void update_block_hashes(Request& request) const;
@@ -85,6 +91,7 @@ class KvCacheManager {
   std::unordered_map<std::string, RequestBlocks> req_to_blocks_;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;
+  bool has_sliding_window_ = false;
 };
 
 // slot_mapping for tokens [start, start + n): slot = block_table[pos / block_size] *

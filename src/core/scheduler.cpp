@@ -117,7 +117,7 @@ void Scheduler::schedule_running(std::vector<Entry>& scheduled,
     }
     // running_[i] is now the next request: it may still fit without new blocks.
     if (preempted_self) continue;
-    scheduled.push_back({req, n, ScheduledKind::kRunning});
+    scheduled.push_back({req, n, ScheduledKind::kRunning, std::move(*blocks)});
     token_budget -= n;
     ++i;
   }
@@ -144,7 +144,7 @@ void Scheduler::schedule_waiting(std::vector<Entry>& scheduled, int& token_budge
     req->status = RequestStatus::kRunning;
     req->num_computed_tokens = num_computed;
     if (req->num_cached_tokens < 0) req->num_cached_tokens = num_computed;
-    scheduled.push_back({req, n, kind});
+    scheduled.push_back({req, n, kind, {}});
     token_budget -= n;
   }
 }
@@ -162,7 +162,7 @@ SchedulerOutput Scheduler::schedule() {
   finished_req_ids_.clear();
   for (Request* r : preempted) out.preempted_req_ids.push_back(r->request_id());
   in_flight_.clear();
-  for (const Entry& e : scheduled) {
+  for (Entry& e : scheduled) {
     Request& r = *e.request;
     ScheduledRequest s;
     s.request_id = r.request_id();
@@ -171,7 +171,14 @@ SchedulerOutput Scheduler::schedule() {
     s.num_scheduled_tokens = e.num_new_tokens;
     auto tokens = r.all_token_ids().subspan(r.num_computed_tokens, e.num_new_tokens);
     s.token_ids.assign(tokens.begin(), tokens.end());
-    s.block_ids = kv_cache_manager_.get_block_ids(r.request_id());
+    if (e.kind == ScheduledKind::kRunning)
+      s.new_block_ids = std::move(e.new_blocks.block_ids);
+    else
+      s.block_ids = kv_cache_manager_.get_block_ids(r.request_id());
+    if (kv_cache_manager_.has_sliding_window()) {
+      auto nulls = kv_cache_manager_.num_null_blocks(r.request_id());
+      s.num_null_blocks.assign(nulls.begin(), nulls.end());
+    }
     // The KV of these tokens is written by this step (vLLM's _update_after_schedule).
     r.num_computed_tokens += e.num_new_tokens;
     s.sample = r.num_computed_tokens == r.num_tokens();

@@ -27,16 +27,25 @@ struct SchedulerConfig {
 enum class ScheduledKind {
   kNew,      // first time scheduled: the runner creates its state
   kResumed,  // back after preemption: the runner replaces its state, block tables included
-  kRunning,  // scheduled in the previous step too
+  kRunning,  // running since an earlier step (not necessarily scheduled in the previous one)
 };
 
+// Block tables travel as in vLLM V1: whole for kNew and kResumed, as edits for kRunning, so a
+// decode step costs O(changes), not O(context). A kRunning request's table after this step is
+// its table from the step that last scheduled it, with new_block_ids appended and then its
+// first num_null_blocks entries set to kNullBlockId (a sliding-window group releases blocks
+// behind the window, front first; this is the only edit besides appending).
 struct ScheduledRequest {
   std::string request_id;
   ScheduledKind kind = ScheduledKind::kNew;
   int num_computed_tokens = 0;   // position of the first scheduled token
   int num_scheduled_tokens = 0;  // tokens computed this step
   std::vector<int> token_ids;    // [num_scheduled_tokens], positions num_computed_tokens...
-  std::vector<std::vector<int>> block_ids;  // block_table per KV cache group, whole
+  std::vector<std::vector<int>> block_ids;      // kNew/kResumed: table per KV cache group
+  std::vector<std::vector<int>> new_block_ids;  // kRunning: per group, appended this step
+  // Per group: leading kNullBlockId entries of the table after this step. Empty when no group
+  // has a sliding window (there are none then).
+  std::vector<int> num_null_blocks;
   bool sample = false;  // the step reaches the request's last token: sample the next one
 };
 
@@ -113,6 +122,7 @@ class Scheduler {
     Request* request;
     int num_new_tokens;
     ScheduledKind kind;
+    KvBlocks new_blocks;  // kRunning: what allocate_slots appended
   };
 
   void schedule_running(std::vector<Entry>& scheduled, std::vector<Request*>& preempted,

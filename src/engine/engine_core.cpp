@@ -222,7 +222,9 @@ std::vector<RequestOutput> EngineCore::step() {
   pending_.clear();
   if (!scheduler_.has_unfinished()) return outputs;
   const core::SchedulerOutput sched = scheduler_.schedule();
-  for (const std::string& id : sched.finished_req_ids) runner_->remove_request(id);
+  // finished_req_ids reach the runner inside sched (their batch rows go); their runner state
+  // went in finish_child already, and removing it by id here would drop a new request that
+  // reuses the id.
   auto samples = runner_->execute(sched);
   std::unordered_map<std::string, std::vector<int>> sampled;
   for (auto& [id, s] : samples)

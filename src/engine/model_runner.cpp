@@ -1,7 +1,5 @@
 #include "engine/model_runner.h"
 
-#include <algorithm>
-
 #include "util/check.h"
 
 namespace vllm {
@@ -9,59 +7,48 @@ namespace vllm {
 ModelRunner::ModelRunner(const DecoderModel& model, int num_blocks, int block_size)
     : model_(model),
       cache_(model.allocate_kv_cache(num_blocks, block_size)),
-      block_size_(block_size),
-      eos_ids_(model.config().eos_token_ids) {}
+      eos_ids_(model.config().eos_token_ids),
+      inputs_(/*num_groups=*/1, block_size) {}
 
 void ModelRunner::add_request(const std::string& id, RunnerRequest request) {
   SamplerState sampler(request.params, request.prompt, request.seed);
-  states_.erase(id);
+  remove_request(id);
   states_.emplace(id, State{std::move(request), std::move(sampler), {}, false});
 }
 
-void ModelRunner::remove_request(const std::string& id) { states_.erase(id); }
+void ModelRunner::remove_request(const std::string& id) {
+  states_.erase(id);
+  inputs_.remove_request(id);
+}
 
 std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::SchedulerOutput& out) {
-  ForwardBatch b;
-  int max_blocks = 0;
-  for (const auto& s : out.scheduled) max_blocks = std::max<int>(max_blocks, s.block_ids[0].size());
-  b.attn.max_blocks_per_seq = std::max(1, max_blocks);
-  b.attn.query_start_loc.push_back(0);
-  std::vector<int> first_row;  // per scheduled request: its first row of the logits
+  step_states_.clear();
+  prompt_logits_end_.clear();
+  bool any_prompt_logits = false;
   for (const auto& s : out.scheduled) {
-    const auto& table = s.block_ids[0];
-    VLLM_CHECK(states_.count(s.request_id), "scheduled unknown request ", s.request_id);
-    State& st = states_.at(s.request_id);
+    auto it = states_.find(s.request_id);
+    VLLM_CHECK(it != states_.end(), "scheduled unknown request ", s.request_id);
+    State& st = it->second;
     if (s.num_computed_tokens == 0) st.prompt_logprobs.clear();  // (re)starting from scratch
-    const int start = static_cast<int>(b.token_ids.size());
-    for (int i = 0; i < s.num_scheduled_tokens; ++i) {
-      const int pos = s.num_computed_tokens + i;
-      b.token_ids.push_back(s.token_ids[i]);
-      b.positions.push_back(pos);
-      b.slot_mapping.push_back(table[pos / block_size_] * block_size_ + pos % block_size_);
-    }
-    b.attn.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
-    b.attn.seq_lens.push_back(s.num_computed_tokens + s.num_scheduled_tokens);
-    b.attn.block_tables.insert(b.attn.block_tables.end(), table.begin(), table.end());
-    b.attn.block_tables.resize(b.attn.block_tables.size() + (b.attn.max_blocks_per_seq - table.size()), 0);
-    // Prompt logprobs need every prompt position of the chunk; sampling needs the last row.
-    first_row.push_back(static_cast<int>(b.logits_indices.size()));
-    const int num_prompt = static_cast<int>(st.request.prompt.size());
-    if (st.wants_prompt_logprobs()) {
-      for (int i = 0; i < s.num_scheduled_tokens; ++i)
-        if (s.num_computed_tokens + i < num_prompt - 1) b.logits_indices.push_back(start + i);
-    }
-    if (s.sample) b.logits_indices.push_back(start + s.num_scheduled_tokens - 1);
+    const int end = st.wants_prompt_logprobs() ? static_cast<int>(st.request.prompt.size()) - 1 : 0;
+    any_prompt_logits |= end > 0;
+    prompt_logits_end_.push_back(end);
+    step_states_.push_back(&st);
   }
+  // Rows of the batch follow the persistent batch, not out.scheduled: map back per row.
+  const ForwardBatch& b = inputs_.prepare(
+      out, any_prompt_logits ? std::span<const int>(prompt_logits_end_) : std::span<const int>());
   std::unordered_map<std::string, StepSample> result;
   if (b.token_ids.empty()) return result;
   Tensor logits = model_.forward(b, cache_);
   if (logits.device() != kCpu) logits = logits.to(kCpu);
   const int vocab = model_.config().vocab_size;
-  for (size_t k = 0; k < out.scheduled.size(); ++k) {
+  for (int batch_row = 0; batch_row < inputs_.num_rows(); ++batch_row) {
+    const int k = inputs_.scheduled_index(batch_row);
     const auto& s = out.scheduled[k];
-    State& st = states_.at(s.request_id);
+    State& st = *step_states_[k];
     StepSample& res = result[s.request_id];
-    int row = first_row[k];
+    int row = inputs_.first_logits_row(batch_row);
     const int num_prompt = static_cast<int>(st.request.prompt.size());
     if (st.wants_prompt_logprobs()) {
       for (int i = 0; i < s.num_scheduled_tokens; ++i) {

@@ -1,12 +1,13 @@
 // ModelRunner: turns the scheduler's decisions into a ForwardBatch over the paged KV cache,
-// runs the model and samples. It keeps per-request state (block table, sampler) between steps
-// so that a request's sampling depends only on itself, never on its batch.
+// runs the model and samples. Per-request state (sampler, prompt logprobs) and the persistent
+// batch (block tables) live between steps; a request's sampling depends only on itself.
 #pragma once
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/scheduler.h"
+#include "engine/input_batch.h"
 #include "model/decoder.h"
 #include "model/sampler.h"
 
@@ -31,9 +32,12 @@ class ModelRunner {
  public:
   ModelRunner(const DecoderModel& model, int num_blocks, int block_size);
 
+  // A request is known from add_request until remove_request; it gets a batch row when the
+  // scheduler first schedules it. add_request replaces any state under the same id.
   void add_request(const std::string& id, RunnerRequest request);
   void remove_request(const std::string& id);
-  // One step: forward every scheduled token, sample where the scheduler asks.
+  // One step: forward every scheduled token, sample where the scheduler asks. Every
+  // SchedulerOutput must come here, in order: running requests carry only their table edits.
   std::unordered_map<std::string, StepSample> execute(const core::SchedulerOutput& out);
   const std::vector<int>& eos_ids() const { return eos_ids_; }
 
@@ -51,9 +55,12 @@ class ModelRunner {
 
   const DecoderModel& model_;
   KvCache cache_;
-  int block_size_;
   std::vector<int> eos_ids_;
   std::unordered_map<std::string, State> states_;
+  InputBatch inputs_;
+  // Per scheduled request of the current step (scratch kept for its capacity).
+  std::vector<State*> step_states_;
+  std::vector<int> prompt_logits_end_;
 };
 
 }  // namespace vllm

@@ -61,12 +61,6 @@ Step step(Scheduler& s, const std::function<int(const std::string&)>& next = nul
   return st;
 }
 
-std::vector<int> range(int from, int to) {
-  std::vector<int> v;
-  for (int i = from; i <= to; ++i) v.push_back(i);
-  return v;
-}
-
 }  // namespace
 
 TEST(Scheduler, ChunkedPrefillSplitsALongPromptUnderTheTokenBudget) {
@@ -88,15 +82,19 @@ TEST(Scheduler, ChunkedPrefillSplitsALongPromptUnderTheTokenBudget) {
   ASSERT_EQ(s2.ids(), std::vector<std::string>{"a"});
   EXPECT_EQ(s2.at("a").kind, ScheduledKind::kRunning);
   EXPECT_EQ(s2.at("a").num_computed_tokens, 64);
-  EXPECT_EQ(s2.at("a").block_ids, (Tables{range(1, 8)}));
+  // A running request carries only the blocks appended this step, not its whole table.
+  EXPECT_TRUE(s2.at("a").block_ids.empty());
+  EXPECT_EQ(s2.at("a").new_block_ids, (Tables{{5, 6, 7, 8}}));
 
   Step s3 = step(s);  // last chunk of "a" (22), then the first of "b" (42)
   ASSERT_EQ(s3.ids(), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(s3.at("a").num_scheduled_tokens, 22);
   EXPECT_TRUE(s3.at("a").sample);
-  EXPECT_EQ(s3.at("a").block_ids, (Tables{range(1, 10)}));
+  EXPECT_EQ(s3.at("a").new_block_ids, (Tables{{9, 10}}));
   EXPECT_EQ(s3.at("b").num_scheduled_tokens, 42);
+  EXPECT_EQ(s3.at("b").kind, ScheduledKind::kNew);
   EXPECT_EQ(s3.at("b").block_ids, (Tables{{11, 12, 13}}));
+  EXPECT_TRUE(s3.at("b").new_block_ids.empty());
   EXPECT_EQ(s3.out.total_num_scheduled_tokens, 64);
   ASSERT_EQ(s3.update.outputs.size(), 1u);
   EXPECT_EQ(s3.update.outputs[0].new_token_ids, std::vector<int>{7});
@@ -105,10 +103,13 @@ TEST(Scheduler, ChunkedPrefillSplitsALongPromptUnderTheTokenBudget) {
   EXPECT_EQ(s4.at("a").num_scheduled_tokens, 1);
   EXPECT_EQ(s4.at("a").num_computed_tokens, 150);
   EXPECT_EQ(s4.at("a").token_ids, std::vector<int>{7});
+  EXPECT_EQ(s4.at("a").new_block_ids, (Tables{{}}));  // position 150 fits block 10
   EXPECT_EQ(s4.at("b").num_computed_tokens, 42);
   EXPECT_EQ(s4.at("b").num_scheduled_tokens, 58);
   EXPECT_TRUE(s4.at("b").sample);
-  EXPECT_EQ(s4.at("b").block_ids, (Tables{{11, 12, 13, 14, 15, 16, 17}}));
+  EXPECT_EQ(s4.at("b").kind, ScheduledKind::kRunning);
+  EXPECT_EQ(s4.at("b").new_block_ids, (Tables{{14, 15, 16, 17}}));
+  EXPECT_TRUE(s4.at("b").num_null_blocks.empty());  // no sliding window
 }
 
 TEST(Scheduler, LongPrefillThresholdCapsEachRequest) {
@@ -198,7 +199,7 @@ TEST(Scheduler, PreemptsTheLastRunningRequestAndResumesIt) {
   Step s10 = step(s);
   EXPECT_EQ(s10.out.preempted_req_ids, std::vector<std::string>{"r2"});
   ASSERT_EQ(s10.ids(), std::vector<std::string>{"r1"});
-  EXPECT_EQ(s10.at("r1").block_ids, (Tables{{1, 2, 3, 6}}));
+  EXPECT_EQ(s10.at("r1").new_block_ids, (Tables{{6}}));
   const Request* r2 = s.get_request("r2");
   ASSERT_NE(r2, nullptr);
   EXPECT_EQ(r2->status, RequestStatus::kPreempted);
@@ -262,7 +263,7 @@ TEST(Scheduler, PriorityPreemptsTheLowestPriorityRequest) {
   EXPECT_EQ(s4.out.preempted_req_ids, std::vector<std::string>{"low"});
   ASSERT_EQ(s4.ids(), std::vector<std::string>{"high"});
   EXPECT_EQ(s4.at("high").num_computed_tokens, 48);
-  EXPECT_EQ(s4.at("high").block_ids, (Tables{{4, 5, 6, 3}}));
+  EXPECT_EQ(s4.at("high").new_block_ids, (Tables{{3}}));
   EXPECT_EQ(s4.out.total_num_scheduled_tokens, 1);
   EXPECT_EQ(s.get_request("low")->status, RequestStatus::kPreempted);
 }
@@ -447,13 +448,13 @@ TEST(Scheduler, PreemptedInTheSameStepLeavesNoUncomputedBlocksCached) {
   high.priority = 0;
   s.add_request(std::move(high));
   Step s2 = step(s);
-  EXPECT_EQ(s2.at("low").block_ids, (Tables{{1, 2, 3, 4}}));
+  EXPECT_EQ(s2.at("low").new_block_ids, (Tables{{3, 4}}));
   EXPECT_EQ(s2.at("high").block_ids, (Tables{{5, 6}}));
   // Step 3: "low" takes blocks 7 and 8 for [64, 96), then "high" needs a block and preempts
   // it. Block 8 goes to "high"; block 7 is free but must not keep low's hash.
   Step s3 = step(s);
   EXPECT_EQ(s3.out.preempted_req_ids, std::vector<std::string>{"low"});
-  EXPECT_EQ(s3.at("high").block_ids, (Tables{{5, 6, 8}}));
+  EXPECT_EQ(s3.at("high").new_block_ids, (Tables{{8}}));
   const BlockPool& pool = s.kv_cache_manager().block_pool();
   EXPECT_FALSE(pool.block_hash(7).has_value());
   EXPECT_TRUE(pool.block_hash(4).has_value());
@@ -463,4 +464,47 @@ TEST(Scheduler, PreemptedInTheSameStepLeavesNoUncomputedBlocksCached) {
   EXPECT_EQ(s5.at("low").kind, ScheduledKind::kResumed);
   EXPECT_EQ(s5.at("low").num_computed_tokens, 64);
   EXPECT_EQ(s5.at("low").block_ids, (Tables{{1, 2, 3, 4, 7, 8}}));
+}
+
+// A sliding-window group nulls blocks behind the window at the front of the table; a running
+// request reports that as num_null_blocks next to its appended blocks, and the two edits applied
+// to the table of the previous step give the manager's table exactly.
+TEST(Scheduler, SlidingWindowRunningRequestsReportNulledBlocks) {
+  KvCacheConfig kv = kv_config(4, 17);  // blocks 1..16
+  kv.groups = {KvCacheGroupSpec{AttentionKind::kSlidingWindow, 8, 1, 64}};
+  Scheduler s(sched_config(256, 64), kv);
+  s.add_request(make("a", 10, 1, 30));
+  Step s1 = step(s);
+  EXPECT_EQ(s1.at("a").block_ids, (Tables{{1, 2, 3}}));
+  EXPECT_EQ(s1.at("a").num_null_blocks, std::vector<int>{0});
+  Tables table = s1.at("a").block_ids;
+  std::vector<Tables> news;
+  std::vector<int> nulls;
+  while (s.has_unfinished()) {
+    Step st = step(s);
+    const ScheduledRequest& a = st.at("a");
+    ASSERT_EQ(a.kind, ScheduledKind::kRunning);
+    ASSERT_EQ(a.new_block_ids.size(), 1u);
+    ASSERT_EQ(a.num_null_blocks.size(), 1u);
+    table[0].insert(table[0].end(), a.new_block_ids[0].begin(), a.new_block_ids[0].end());
+    std::fill(table[0].begin(), table[0].begin() + a.num_null_blocks[0], kNullBlockId);
+    if (s.has_unfinished()) {  // the last step finishes "a" and frees its blocks
+      ASSERT_EQ(table, s.kv_cache_manager().get_block_ids("a"));
+    }
+    news.push_back(a.new_block_ids);
+    nulls.push_back(a.num_null_blocks[0]);
+  }
+  // Step k computes position 9 + k. Position 11 is the first whose window (4..11) leaves block
+  // 0 behind; position 12 needs a 4th block: the head of the free queue (4), not the block 1
+  // just freed (tail).
+  ASSERT_GE(news.size(), 8u);
+  EXPECT_EQ(nulls[0], 0);  // position 10: window 3..10
+  EXPECT_EQ(nulls[1], 1);
+  EXPECT_EQ(news[1], (Tables{{}}));
+  EXPECT_EQ(news[2], (Tables{{4}}));
+  EXPECT_EQ(nulls[2], 1);
+  EXPECT_EQ(nulls[5], 2);  // position 15: window 8..15
+  EXPECT_EQ(news[6], (Tables{{5}}));
+  EXPECT_EQ(table[0].size(), 10u);  // 39 tokens
+  EXPECT_EQ(nulls.back(), 7);  // position 38: window 31..38
 }

@@ -1,7 +1,9 @@
 // Random workloads (shared prefixes, aborts, EOS, preemption under a tiny pool) against a
 // simulated KV cache: every step writes each scheduled token's KV, a hash of its whole prefix,
 // through the slot_mapping, then checks that every position a scheduled token attends to holds
-// the right prefix. Block ref counts must match the block tables after every step.
+// the right prefix. Block ref counts must match the block tables after every step. The block
+// tables used are rebuilt only from the scheduler's outputs (whole tables for new and resumed
+// requests, edits for running ones), as a model runner does, and must equal the manager's.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -33,7 +35,39 @@ struct FuzzCase {
   int long_prefill_token_threshold = 0;
 };
 
-void run_fuzz(const FuzzCase& fc, uint32_t seed, SchedulerStats* stats) {
+using Tables = std::vector<std::vector<int>>;
+
+// Applies one step's block-table edits to the tables a runner holds.
+void apply_tables(const SchedulerOutput& out, int num_groups, std::map<std::string, Tables>& held) {
+  for (const auto& id : out.finished_req_ids) held.erase(id);
+  for (const auto& id : out.preempted_req_ids) ASSERT_EQ(held.erase(id), 1u) << id;
+  for (const ScheduledRequest& sr : out.scheduled) {
+    if (sr.kind != ScheduledKind::kRunning) {
+      ASSERT_EQ(held.count(sr.request_id), 0u) << "new or resumed twice: " << sr.request_id;
+      ASSERT_TRUE(sr.new_block_ids.empty());
+      ASSERT_EQ(static_cast<int>(sr.block_ids.size()), num_groups);
+      held[sr.request_id] = sr.block_ids;
+      continue;
+    }
+    ASSERT_TRUE(held.count(sr.request_id)) << "running but never sent whole: " << sr.request_id;
+    ASSERT_TRUE(sr.block_ids.empty());
+    ASSERT_EQ(static_cast<int>(sr.new_block_ids.size()), num_groups);
+    Tables& t = held[sr.request_id];
+    for (int g = 0; g < num_groups; ++g) {
+      t[g].insert(t[g].end(), sr.new_block_ids[g].begin(), sr.new_block_ids[g].end());
+      if (sr.num_null_blocks.empty()) continue;
+      ASSERT_LE(sr.num_null_blocks[g], static_cast<int>(t[g].size()));
+      std::fill(t[g].begin(), t[g].begin() + sr.num_null_blocks[g], kNullBlockId);
+    }
+  }
+}
+
+struct FuzzTotals {
+  SchedulerStats stats;
+  int64_t nulled = 0;  // scheduled requests reporting sliding-window nulls
+};
+
+void run_fuzz(const FuzzCase& fc, uint32_t seed, FuzzTotals* totals) {
   SCOPED_TRACE(std::string(fc.name) + " seed " + std::to_string(seed));
   const int max_model_len = 40;
   SchedulerConfig sc;
@@ -61,6 +95,7 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, SchedulerStats* stats) {
   const std::vector<std::vector<int>> prefixes = {
       {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 3, 3, 3, 3, 3, 3, 3}, {9, 8, 7, 6, 5}};
   std::set<std::string> live;
+  std::map<std::string, Tables> held;  // as a runner holds them
   int next_id = 0, finished = 0;
   for (int iter = 0; iter < 400 || s.has_unfinished(); ++iter) {
     ASSERT_LT(iter, 5000) << "no progress";
@@ -90,6 +125,17 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, SchedulerStats* stats) {
     SchedulerOutput out = s.schedule();
     ASSERT_LE(out.total_num_scheduled_tokens, sc.max_num_batched_tokens);
     ASSERT_LE(s.num_running(), sc.max_num_seqs);
+    apply_tables(out, G, held);
+    if (::testing::Test::HasFatalFailure()) return;
+    // Every held table belongs to a running request and equals the manager's, scheduled or not.
+    ASSERT_EQ(static_cast<int>(held.size()), s.num_running());
+    for (const auto& [id, tables] : held) {
+      const Request* r = s.get_request(id);
+      ASSERT_TRUE(r && r->status == RequestStatus::kRunning) << id;
+      ASSERT_EQ(tables, s.kv_cache_manager().get_block_ids(id)) << id;
+    }
+    for (const ScheduledRequest& sr : out.scheduled)
+      for (int n : sr.num_null_blocks) totals->nulled += n > 0;
     // Write every scheduled token's KV first (all layers write before attending) ...
     for (const ScheduledRequest& sr : out.scheduled) {
       const Request* r = s.get_request(sr.request_id);
@@ -99,7 +145,7 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, SchedulerStats* stats) {
                                                toks.begin() + sr.num_computed_tokens +
                                                    sr.num_scheduled_tokens));
       for (int g = 0; g < G; ++g) {
-        auto slots = compute_slot_mapping(sr.block_ids[g], sr.num_computed_tokens,
+        auto slots = compute_slot_mapping(held.at(sr.request_id)[g], sr.num_computed_tokens,
                                           sr.num_scheduled_tokens, fc.block_size);
         for (int i = 0; i < sr.num_scheduled_tokens; ++i) {
           ASSERT_GE(slots[i], fc.block_size) << "write into the null block";
@@ -114,7 +160,7 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, SchedulerStats* stats) {
       for (int g = 0; g < G; ++g) {
         const int lo = g == 0 ? 0 : std::max(0, sr.num_computed_tokens - 6 + 1);
         for (int p = lo; p < end; ++p) {
-          const int block = sr.block_ids[g][p / fc.block_size];
+          const int block = held.at(sr.request_id)[g][p / fc.block_size];
           ASSERT_NE(block, kNullBlockId) << sr.request_id << " group " << g << " pos " << p;
           ASSERT_EQ(kv[g][block * fc.block_size + p % fc.block_size], prefix_content(toks, p))
               << sr.request_id << " group " << g << " pos " << p;
@@ -147,7 +193,7 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, SchedulerStats* stats) {
   EXPECT_GT(finished, 50);
   const BlockPool& pool = s.kv_cache_manager().block_pool();
   EXPECT_EQ(pool.get_num_free_blocks(), pool.num_usable_blocks());
-  *stats = s.stats();
+  totals->stats = s.stats();
 }
 
 }  // namespace
@@ -163,17 +209,22 @@ TEST(SchedulerFuzz, SimulatedKvStaysConsistent) {
       {"hybrid-prio-chunks", 2, 40, 24, 6, true, SchedulingPolicy::kPriority, true, 6},
   };
   for (const FuzzCase& fc : cases) {
-    int64_t preemptions = 0, hits = 0;
+    int64_t preemptions = 0, hits = 0, nulled = 0;
     for (uint32_t seed = 1; seed <= 6; ++seed) {
-      SchedulerStats st;
-      run_fuzz(fc, seed, &st);
-      preemptions += st.num_preemptions;
-      hits += st.prefix_cache_hits;
+      FuzzTotals t;
+      run_fuzz(fc, seed, &t);
+      preemptions += t.stats.num_preemptions;
+      hits += t.stats.prefix_cache_hits;
+      nulled += t.nulled;
     }
-    // The workload must exercise both paths, or it checks little.
+    // The workload must exercise every path, or it checks little.
     EXPECT_GT(preemptions, 0) << fc.name;
     EXPECT_GT(hits, 0) << fc.name;
-    std::printf("%-16s preemptions %lld, prefix hit tokens %lld\n", fc.name,
-                static_cast<long long>(preemptions), static_cast<long long>(hits));
+    if (fc.hybrid) {
+      EXPECT_GT(nulled, 0) << fc.name;
+    }
+    std::printf("%-18s preemptions %lld, prefix hit tokens %lld, requests with nulls %lld\n",
+                fc.name, static_cast<long long>(preemptions), static_cast<long long>(hits),
+                static_cast<long long>(nulled));
   }
 }

@@ -197,6 +197,18 @@ TEST_F(TinyEngine, AbortFreesBlocksAtAnyPoint) {
   EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
 }
 
+// An id is free again once its request finished, while the next step still reports the old
+// request in finished_req_ids: that report must not drop the new request's runner state.
+TEST_F(TinyEngine, ReusesTheIdOfAFinishedRequest) {
+  EngineCore core = make({});
+  core.add_request("a", {5, 6, 7}, greedy(3));
+  auto first = run_all(core);
+  core.add_request("a", {5, 6, 7}, greedy(3));
+  auto second = run_all(core);
+  EXPECT_EQ(second["a/0"].tokens.size(), 3u);
+  EXPECT_EQ(first["a/0"].tokens, second["a/0"].tokens);
+}
+
 TEST_F(TinyEngine, RejectsBadRequests) {
   EngineConfig cfg;
   cfg.max_model_len = 64;

@@ -1,0 +1,181 @@
+// Host time of the model runner's batch preparation per decode step (no model): the persistent
+// InputBatch against rebuilding the batch and copying every block table each step, as the
+// runner and scheduler did before (commit 01a8e1a); and the whole host step around it.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "core/scheduler.h"
+#include "engine/input_batch.h"
+
+using namespace vllm;
+using namespace vllm::core;
+
+namespace {
+
+using Tables = std::vector<std::vector<int>>;
+constexpr int kBlockSize = 16;
+constexpr int kMaxModelLen = 4096;
+
+enum Mode { kPersistent = 0, kRebuild = 1 };
+
+std::unique_ptr<Scheduler> make_scheduler(int num_requests, int context) {
+  SchedulerConfig sc;
+  sc.max_num_seqs = num_requests;
+  sc.max_num_batched_tokens = 8192;
+  sc.max_model_len = kMaxModelLen;
+  KvCacheConfig kv;
+  kv.block_size = kBlockSize;
+  kv.num_blocks = 1 + num_requests * (kMaxModelLen / kBlockSize);  // never preempts
+  kv.groups = {KvCacheGroupSpec{AttentionKind::kFullAttention, 0, 30, 512}};
+  auto s = std::make_unique<Scheduler>(sc, kv);
+  for (int i = 0; i < num_requests; ++i) {
+    std::vector<int> prompt(context);
+    for (int j = 0; j < context; ++j) prompt[j] = (i * 7919 + j * 31) % 32000;
+    Request r(std::to_string(i), prompt);
+    r.max_tokens = kMaxModelLen - context;
+    r.ignore_eos = true;
+    s->add_request(std::move(r));
+  }
+  return s;
+}
+
+// Runs the prefills (not timed) until every request decodes one token per step.
+void warm_up(Scheduler& s, int num_requests, InputBatch* ib) {
+  std::unordered_map<std::string, std::vector<int>> sampled;
+  while (true) {
+    SchedulerOutput out = s.schedule();
+    if (ib) ib->prepare(out);
+    sampled.clear();
+    bool all_decode = true;
+    for (const auto& r : out.scheduled) {
+      if (r.sample) sampled[r.request_id] = {1};
+      all_decode &= r.num_scheduled_tokens == 1;
+    }
+    s.update_from_output(sampled);
+    if (all_decode && static_cast<int>(out.scheduled.size()) == num_requests) return;
+  }
+}
+
+// The runner's batch construction of commit 01a8e1a (ModelRunner::execute without the model
+// and the sampler), over the whole tables its scheduler attached to every request.
+void build_from_scratch(const SchedulerOutput& out, const std::vector<Tables>& tables,
+                        ForwardBatch& b) {
+  int max_blocks = 0;
+  for (const auto& t : tables) max_blocks = std::max<int>(max_blocks, t[0].size());
+  b.attn.max_blocks_per_seq = std::max(1, max_blocks);
+  b.attn.query_start_loc.push_back(0);
+  for (size_t k = 0; k < out.scheduled.size(); ++k) {
+    const auto& s = out.scheduled[k];
+    const auto& table = tables[k][0];
+    const int start = static_cast<int>(b.token_ids.size());
+    for (int i = 0; i < s.num_scheduled_tokens; ++i) {
+      const int pos = s.num_computed_tokens + i;
+      b.token_ids.push_back(s.token_ids[i]);
+      b.positions.push_back(pos);
+      b.slot_mapping.push_back(table[pos / kBlockSize] * kBlockSize + pos % kBlockSize);
+    }
+    b.attn.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
+    b.attn.seq_lens.push_back(s.num_computed_tokens + s.num_scheduled_tokens);
+    b.attn.block_tables.insert(b.attn.block_tables.end(), table.begin(), table.end());
+    b.attn.block_tables.resize(
+        b.attn.block_tables.size() + (b.attn.max_blocks_per_seq - table.size()), 0);
+    if (s.sample) b.logits_indices.push_back(start + s.num_scheduled_tokens - 1);
+  }
+}
+
+// What the scheduler of commit 01a8e1a copied into its output: every whole table.
+std::vector<Tables> whole_tables(Scheduler& s, const SchedulerOutput& out) {
+  std::vector<Tables> tables;
+  tables.reserve(out.scheduled.size());
+  for (const auto& r : out.scheduled)
+    tables.push_back(s.kv_cache_manager().get_block_ids(r.request_id));
+  return tables;
+}
+
+void sample_all(const SchedulerOutput& out, int64_t& tokens,
+                std::unordered_map<std::string, std::vector<int>>& sampled) {
+  sampled.clear();
+  for (const auto& r : out.scheduled) sampled[r.request_id] = {static_cast<int>(tokens++ % 1000)};
+}
+
+// Only the runner's preparation is timed (manual time): InputBatch::prepare, or the old
+// construction over tables the scheduler had already copied.
+void BM_RunnerInputs(benchmark::State& state) {
+  const int num_requests = static_cast<int>(state.range(0));
+  const int context = static_cast<int>(state.range(1));
+  const Mode mode = static_cast<Mode>(state.range(2));
+  auto s = make_scheduler(num_requests, context);
+  InputBatch ib(1, kBlockSize);
+  warm_up(*s, num_requests, mode == kPersistent ? &ib : nullptr);
+  std::unordered_map<std::string, std::vector<int>> sampled;
+  int64_t tokens = 0;
+  for (auto _ : state) {
+    SchedulerOutput out = s->schedule();
+    if (static_cast<int>(out.scheduled.size()) != num_requests) {
+      state.SkipWithError("a request left the batch");
+      break;
+    }
+    std::vector<Tables> tables;
+    if (mode == kRebuild) tables = whole_tables(*s, out);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (mode == kPersistent) {
+      benchmark::DoNotOptimize(ib.prepare(out).attn.block_tables.data());
+    } else {
+      ForwardBatch b;  // the old runner built a fresh one each step
+      build_from_scratch(out, tables, b);
+      benchmark::DoNotOptimize(b.attn.block_tables.data());
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    sample_all(out, tokens, sampled);
+    s->update_from_output(sampled);
+  }
+  state.SetLabel(mode == kPersistent ? "persistent" : "rebuild");
+}
+
+// The whole host step without model and sampler: schedule(), the runner's preparation (with
+// the old scheduler's table copies in rebuild mode), update_from_output().
+void BM_EngineHostStep(benchmark::State& state) {
+  const int num_requests = static_cast<int>(state.range(0));
+  const int context = static_cast<int>(state.range(1));
+  const Mode mode = static_cast<Mode>(state.range(2));
+  auto s = make_scheduler(num_requests, context);
+  InputBatch ib(1, kBlockSize);
+  warm_up(*s, num_requests, mode == kPersistent ? &ib : nullptr);
+  std::unordered_map<std::string, std::vector<int>> sampled;
+  int64_t tokens = 0;
+  for (auto _ : state) {
+    SchedulerOutput out = s->schedule();
+    if (static_cast<int>(out.scheduled.size()) != num_requests) {
+      state.SkipWithError("a request left the batch");
+      break;
+    }
+    if (mode == kPersistent) {
+      benchmark::DoNotOptimize(ib.prepare(out).attn.block_tables.data());
+    } else {
+      ForwardBatch b;
+      build_from_scratch(out, whole_tables(*s, out), b);
+      benchmark::DoNotOptimize(b.attn.block_tables.data());
+    }
+    sample_all(out, tokens, sampled);
+    benchmark::DoNotOptimize(s->update_from_output(sampled));
+  }
+  state.SetLabel(mode == kPersistent ? "persistent" : "rebuild");
+}
+
+}  // namespace
+
+// Args: running requests, context tokens at the first timed step, mode. 1,000 decode steps per
+// run keep every request below max_model_len (4096), so each step schedules all of them.
+BENCHMARK(BM_RunnerInputs)
+    ->ArgsProduct({{256}, {500, 2000}, {kPersistent, kRebuild}})
+    ->UseManualTime()->Iterations(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_EngineHostStep)
+    ->ArgsProduct({{256}, {500, 2000}, {kPersistent, kRebuild}})
+    ->Iterations(1000)->Unit(benchmark::kMicrosecond);
+
+BENCHMARK_MAIN();
