@@ -11,7 +11,7 @@ BIN=.device/bin
 export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}"
 MODELS=${MODELS:-/tmp/models}
 RESULTS="$OUT/gpu_results.jsonl"
-STAGES=${*:-tests models latency hf throughput}
+STAGES=${*:-tests models latency throughput hf}
 log() { echo "== $(date +%T) $*"; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
@@ -21,11 +21,12 @@ if has tests; then
   log tests
   $BIN/test_runtime --gtest_filter='Cuda*' 2>&1 | tee "$OUT/test_runtime.log" | tail -25
   $BIN/test_model --gtest_filter='*cuda*' 2>&1 | tee "$OUT/test_model.log" | tail -25
+  $BIN/test_engine --gtest_filter='Cuda*' 2>&1 | tee "$OUT/test_engine.log" | tail -8
 fi
 
 if has models; then
   log models
-  python3 tools/make_gpu_bench_models.py --out "$MODELS" --tokenizer .device/tokenizer \
+  python3 tools/make_gpu_bench_models.py --out "$MODELS" --tokenizer .device/tokenizer --shapes "${SHAPES:-1b,8b}" \
     | tee -a "$RESULTS"
 fi
 
@@ -52,6 +53,12 @@ if has latency; then
   done
 fi
 
+if has throughput; then
+  log throughput
+  timeout "${THROUGHPUT_TIMEOUT:-500}" python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp \
+    --model "$MODELS/llama-8b" --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 \
+    --output-len 128 ${THROUGHPUT_FLAGS:-} 2>"$OUT/throughput.log" | tee -a "$RESULTS"
+fi
 if has hf; then
   log hf
   for m in llama-1b llama-8b; do
@@ -61,10 +68,4 @@ if has hf; then
   done
 fi
 
-if has throughput; then
-  log throughput
-  timeout "${THROUGHPUT_TIMEOUT:-500}" python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp \
-    --model "$MODELS/llama-8b" --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 \
-    --output-len 128 ${THROUGHPUT_FLAGS:-} 2>"$OUT/throughput.log" | tee -a "$RESULTS"
-fi
 log done

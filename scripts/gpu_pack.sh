@@ -7,9 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-cuda}
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build "$BUILD" -j"$(nproc)" --target test_runtime test_model vllm-cpp
+cmake --build "$BUILD" -j"$(nproc)" --target test_runtime test_model test_engine vllm-cpp
 rm -rf .device && mkdir -p .device/bin .device/lib .device/tokenizer
-cp "$BUILD"/test_runtime "$BUILD"/test_model "$BUILD"/vllm-cpp .device/bin/
+cp "$BUILD"/test_runtime "$BUILD"/test_model "$BUILD"/test_engine "$BUILD"/vllm-cpp .device/bin/
 strip .device/bin/*
 for lib in libcpp-httplib.so.0.11 libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
   cp -L "/lib/x86_64-linux-gnu/$lib" .device/lib/

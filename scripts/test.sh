@@ -11,7 +11,8 @@ VLLM_CPP_BIN="$PWD/$BUILD_DIR/vllm-cpp" python3 -m pytest -q tests/python
 # The same C++ suites (minus the slow real-model ones) under AddressSanitizer + UBSan.
 # SKIP_SANITIZERS=1 leaves this stage out for a quick local run.
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DVLLM_SANITIZE=ON >/dev/null
+  # CPU code only: nvcc takes no -fsanitize, and no GPU is there to run CUDA code anyway.
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DVLLM_SANITIZE=ON -DVLLM_CUDA=OFF >/dev/null
   cmake --build build-asan -j "$(nproc)" --target test_runtime test_loader test_core test_model test_engine
   for t in test_runtime test_loader test_core; do build-asan/$t --gtest_brief=1; done
   build-asan/test_model --gtest_brief=1 --gtest_filter='-SmolLM2*'

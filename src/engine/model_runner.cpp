@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include "runtime/ops.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -41,7 +42,21 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
   std::unordered_map<std::string, StepSample> result;
   if (b.token_ids.empty()) return result;
   Tensor logits = model_.forward(b, cache_);
-  if (logits.device() != kCpu) logits = logits.to(kCpu);
+  // On a GPU, when every sampled request is plain greedy, the argmax is taken there and only
+  // the token ids travel; otherwise the logits come to the host sampler.
+  std::vector<int32_t> device_tokens;
+  if (logits.device() != kCpu) {
+    bool plain = !any_prompt_logits;
+    for (const State* st : step_states_) plain &= st->request.params.plain_greedy();
+    if (plain) {
+      Tensor ids = Tensor::empty({logits.size(0)}, DType::I32, logits.device());
+      argmax_rows(logits, ids);
+      const Tensor host = ids.to(kCpu);
+      device_tokens.assign(host.data<int32_t>(), host.data<int32_t>() + host.numel());
+    } else {
+      logits = logits.to(kCpu);
+    }
+  }
   const int vocab = model_.config().vocab_size;
   for (int batch_row = 0; batch_row < inputs_.num_rows(); ++batch_row) {
     const int k = inputs_.scheduled_index(batch_row);
@@ -64,6 +79,11 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
       res.prompt_logprobs = std::move(st.prompt_logprobs);
       st.prompt_logprobs.clear();
       st.prompt_logprobs_sent = true;
+    }
+    if (!device_tokens.empty()) {
+      st.sampler.append(device_tokens[row]);
+      res.token_ids.push_back(device_tokens[row]);
+      continue;
     }
     std::span<float> l(logits.data<float>() + int64_t(row) * vocab, vocab);
     SampleResult r = sample(l, st.request.params, st.sampler, eos_ids_);

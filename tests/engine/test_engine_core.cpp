@@ -10,6 +10,7 @@
 #include "engine/engine_core.h"
 #include "model/generator.h"
 #include "model/load.h"
+#include "runtime/device.h"
 #include "util/check.h"
 
 using namespace vllm;
@@ -333,4 +334,34 @@ TEST(SlidingWindowEngine, ReleasesBlocksAndMatchesFullCache) {
   const int usable = core.kv_capacity().num_tokens / cfg.block_size;
   EXPECT_LE(peak_usage * usable, 6.0) << "blocks behind the window were not released";
   EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
+}
+
+// The engine on CUDA (f32 tiny checkpoint: f32 weights and KV, so CPU and GPU agree to ~1e-6)
+// gives the CPU's greedy tokens for 13 concurrent requests of mixed lengths under memory
+// pressure: chunked prefill, preemption, decode steps replayed from padded CUDA graphs (13
+// rows run as 16), the GPU argmax, and the eager path for comparison.
+TEST(CudaEngine, GreedyMatchesCpuWithGraphsAndPressure) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  LoadedModel cpu = load_model("fixtures/tiny/llama");
+  auto prompts = random_prompts(13, 3, 70, 384, 21);
+  SamplingParams p = greedy(40);
+  EngineConfig cfg;
+  cfg.max_model_len = 128;
+  cfg.block_size = 4;
+  cfg.max_num_batched_tokens = 64;
+  cfg.kv_cache_memory = 300 * cpu.model->kv_bytes_per_token();
+  EngineCore ref(*cpu.model, nullptr, cfg);
+  for (size_t i = 0; i < prompts.size(); ++i) ref.add_request(std::to_string(i), prompts[i], p);
+  const auto want = run_all(ref);
+  for (bool eager : {false, true}) {
+    LoadedModel gpu = load_model("fixtures/tiny/llama", {}, Device{DeviceKind::Cuda, 0});
+    gpu.model->set_enforce_eager(eager);
+    EngineCore core(*gpu.model, nullptr, cfg);
+    for (size_t i = 0; i < prompts.size(); ++i) core.add_request(std::to_string(i), prompts[i], p);
+    const auto got = run_all(core);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [id, d] : want) EXPECT_EQ(got.at(id).tokens, d.tokens) << id << " eager=" << eager;
+    EXPECT_GT(core.stats().num_preemptions, 0) << "the tight cache should have preempted";
+    EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
+  }
 }
