@@ -3,6 +3,7 @@
 
 namespace {
 inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+constexpr bool kDpbusdTakesFullU8 = true;  // 32-bit accumulation, no intermediate saturation
 }  // namespace
 
 #define VLLM_QDOT_NS avx512

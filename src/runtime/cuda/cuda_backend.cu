@@ -1,7 +1,7 @@
 // CUDA backend: device selection, the stream, the memory pool and copies.
 #include "runtime/cuda/cuda_backend.h"
 
-#include <cublasLt.h>
+#include "runtime/cuda/cublaslt.h"
 
 #include <array>
 #include <cstdint>
@@ -21,7 +21,7 @@ CudaBackend::CudaBackend(int index) : index_(index) {
   VLLM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
   uint64_t keep = UINT64_MAX;
   VLLM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  VLLM_CHECK(cublasLtCreate(&lt_) == CUBLAS_STATUS_SUCCESS, "cublasLtCreate failed");
+  VLLM_CHECK(lt().cublasLtCreate(&lt_) == CUBLAS_STATUS_SUCCESS, "cublasLtCreate failed");
   workspace_bytes_ = size_t(32) << 20;  // cuBLASLt's recommendation for Hopper
   VLLM_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
@@ -29,7 +29,7 @@ CudaBackend::CudaBackend(int index) : index_(index) {
 CudaBackend::~CudaBackend() {
   // Process exit: the driver reclaims everything; only tidy up what is cheap and safe.
   plans_.clear();
-  if (lt_) cublasLtDestroy(lt_);
+  if (lt_) lt().cublasLtDestroy(lt_);
 }
 
 void* CudaBackend::alloc(size_t bytes) {

@@ -3,9 +3,8 @@
 // cuBLASLt: f32 weights run a true f32 GEMM (no TF32) so that f32 checkpoints match their
 // reference; f16/bf16 weights take x rounded to the weight's type and accumulate in f32.
 // cuBLASLt plans (descriptors + algorithm) are cached per shape.
-#include <cublasLt.h>
-
 #include "runtime/cuda/common.cuh"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_backend.h"
 
 namespace vllm::cuda {
@@ -132,10 +131,10 @@ struct CudaBackend::GemmPlan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   ~GemmPlan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) lt().cublasLtMatrixLayoutDestroy(a);
+    if (b) lt().cublasLtMatrixLayoutDestroy(b);
+    if (c) lt().cublasLtMatrixLayoutDestroy(c);
+    if (desc) lt().cublasLtMatmulDescDestroy(desc);
   }
 };
 
@@ -148,22 +147,22 @@ const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key) {
   const auto [m, n, k, dt, ldb, ldc] = key;
   const cudaDataType_t ab = cuda_type(static_cast<DType>(dt));
   auto plan = std::make_shared<GemmPlan>();
-  VLLM_LT_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  VLLM_LT_CHECK(lt().cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T;
-  VLLM_LT_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
+  VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
                                                sizeof(trans_a)));
-  VLLM_LT_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab, k, n, k));
-  VLLM_LT_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab, k, m, ldb));
-  VLLM_LT_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, n, m, ldc));
+  VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->a, ab, k, n, k));
+  VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->b, ab, k, m, ldb));
+  VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, n, m, ldc));
   cublasLtMatmulPreference_t pref;
-  VLLM_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  VLLM_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  VLLM_LT_CHECK(lt().cublasLtMatmulPreferenceCreate(&pref));
+  VLLM_LT_CHECK(lt().cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+  const cublasStatus_t st = lt().cublasLtMatmulAlgoGetHeuristic(
       lt_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  lt().cublasLtMatmulPreferenceDestroy(pref);
   VLLM_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no algorithm for ", m, "x",
              n, "x", k, " in ", dtype_name(static_cast<DType>(dt)));
   plan->algo = result.algo;
@@ -198,7 +197,7 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   }
   const GemmPlan& plan = gemm_plan({m, n, k, static_cast<int>(wt), ldb, row_stride(out)});
   const float alpha = 1.0f, beta = 0.0f;
-  VLLM_LT_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, w.raw(), plan.a, b, plan.b, &beta,
+  VLLM_LT_CHECK(lt().cublasLtMatmul(lt_, plan.desc, &alpha, w.raw(), plan.a, b, plan.b, &beta,
                                out.raw(), plan.c, out.raw(), plan.c, &plan.algo, workspace_,
                                workspace_bytes_, stream_));
 }
