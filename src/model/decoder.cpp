@@ -1,5 +1,6 @@
 #include "model/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -52,6 +53,22 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
   else if (device.kind != DeviceKind::Cpu && embed_tokens.dtype() != DType::F32)
     kv_dtype_ = embed_tokens.dtype();
 
+  // The fused q/k/v and gate/up copies of CPU weights share one huge-page buffer.
+  size_t fused_bytes = 0;
+  if (device.kind == DeviceKind::Cpu)
+    for (int i = 0; i < c.num_layers; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      for (auto names : {std::vector<std::string>{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+                         std::vector<std::string>{"mlp.gate_proj", "mlp.up_proj"}}) {
+        std::vector<Tensor> parts;
+        for (const auto& n : names) parts.push_back(w.require(p + n + ".weight"));
+        if (std::all_of(parts.begin(), parts.end(), [&](const Tensor& t) { return t.dtype() == parts[0].dtype(); }))
+          for (const Tensor& t : parts) fused_bytes += size_t(t.nbytes());
+        fused_bytes += 64;  // alignment of each fused tensor
+      }
+    }
+  HostWeightArena arena(fused_bytes);
+
   layers_.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -65,12 +82,13 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
     L.qkv = Linear::fused({w.require(p + "self_attn.q_proj.weight"),
                            w.require(p + "self_attn.k_proj.weight"),
                            w.require(p + "self_attn.v_proj.weight")},
-                          qkv_bias, device);
+                          qkv_bias, device, &arena);
     VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
                " q/k/v shapes do not match the config");
     L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, device);
     L.gate_up = Linear::fused(
-        {w.require(p + "mlp.gate_proj.weight"), w.require(p + "mlp.up_proj.weight")}, {}, device);
+        {w.require(p + "mlp.gate_proj.weight"), w.require(p + "mlp.up_proj.weight")}, {}, device,
+        &arena);
     L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, device);
     if (c.qk_norm) {
       L.q_norm = to_f32(w.require(p + "self_attn.q_norm.weight"), device);

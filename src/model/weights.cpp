@@ -1,6 +1,10 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <regex>
 
 #include "loader/gguf.h"
@@ -137,8 +141,28 @@ Tensor place_weight(const Tensor& t, Device device) {
   return out;
 }
 
+HostWeightArena::HostWeightArena(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  if (bytes == 0) return;
+  bytes_ = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, bytes_);
+  if (!p) throw std::bad_alloc();
+  madvise(p, bytes_, MADV_HUGEPAGE);  // a hint: without THP the buffer is ordinary memory
+  buffer_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+Tensor HostWeightArena::take(std::span<const int64_t> shape, DType dtype) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  const size_t need = static_cast<size_t>(row_bytes(dtype, shape.back()) * (n / shape.back()));
+  const size_t at = (used_ + 63) / 64 * 64;
+  if (!buffer_ || at + need > bytes_) return Tensor::empty(shape, dtype);
+  used_ = at + need;
+  return Tensor::from_blob(static_cast<char*>(buffer_.get()) + at, shape, dtype, buffer_);
+}
+
 Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases,
-                     Device device) {
+                     Device device, HostWeightArena* arena) {
   VLLM_CHECK(!weights.empty(), "Linear without weights");
   Linear lin;
   const int64_t in = weights[0].size(1);
@@ -164,7 +188,9 @@ Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tenso
   } else if (!same_dtype) {
     lin.parts = weights;
   } else {
-    Tensor f = Tensor::empty({lin.out_features, in}, weights[0].dtype());
+    const int64_t shape[] = {lin.out_features, in};
+    Tensor f = arena ? arena->take(shape, weights[0].dtype())
+                     : Tensor::empty(shape, weights[0].dtype());
     char* dst = static_cast<char*>(f.raw());
     for (const Tensor& w : weights) {
       std::memcpy(dst, w.raw(), static_cast<size_t>(w.nbytes()));

@@ -35,14 +35,29 @@ DType compute_dtype(DType stored, Device device);
 // in compute_dtype().
 Tensor place_weight(const Tensor& t, Device device);
 
+// Host memory for the weights a model copies (the fused projections; the rest stay mmap'd):
+// one buffer on 2 MiB pages, handed out in pieces. Decode streams every weight each token, and
+// on huge pages that costs a few TLB misses instead of one per 4 KiB page.
+class HostWeightArena {
+ public:
+  explicit HostWeightArena(size_t bytes);
+  // A contiguous tensor in the arena, or an ordinary allocation once the arena is full.
+  Tensor take(std::span<const int64_t> shape, DType dtype);
+
+ private:
+  std::shared_ptr<void> buffer_;
+  size_t bytes_ = 0, used_ = 0;
+};
+
 // y = x @ W^T (+ b), W the row-wise concatenation of `parts` when their dtypes allow it.
 struct Linear {
   std::vector<Tensor> parts;  // [out_i, in]; one entry once fused
   Tensor bias;                // [out] f32, or undefined
   int64_t out_features = 0;
 
+  // The fused copy of CPU weights comes from `arena` when one is given.
   static Linear fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases,
-                      Device device = kCpu);
+                      Device device = kCpu, HostWeightArena* arena = nullptr);
   void operator()(const Tensor& x, Tensor& out) const;
 };
 
