@@ -1,9 +1,11 @@
 #include "engine/async_engine.h"
 
+#include "util/check.h"
+
 namespace vllm {
 
 AsyncEngine::AsyncEngine(std::unique_ptr<EngineCore> core)
-    : core_(std::move(core)), thread_([this] { loop(); }) {}
+    : core_(std::move(core)), stats_(core_->stats()), thread_([this] { loop(); }) {}
 
 AsyncEngine::~AsyncEngine() {
   {
@@ -16,47 +18,75 @@ AsyncEngine::~AsyncEngine() {
 
 void AsyncEngine::add_request(const std::string& id, std::vector<int32_t> prompt,
                               SamplingParams params, Callback on_output, int priority) {
+  core_->validate_request(prompt, params);  // reads only the configuration
   {
     std::lock_guard lock(mutex_);
+    if (callbacks_.count(id)) throw Error("duplicate request id " + id);
     const int n = params.n;
-    core_->add_request(id, std::move(prompt), std::move(params), priority);
     callbacks_[id] = {std::move(on_output), n};
+    adds_.push_back({id, std::move(prompt), std::move(params), priority});
   }
   wake_.notify_all();
 }
 
 bool AsyncEngine::abort(const std::string& id) {
-  bool found;
   {
     std::lock_guard lock(mutex_);
-    found = core_->abort_request(id);
+    if (!callbacks_.count(id)) return false;
+    aborts_.push_back(id);
   }
   wake_.notify_all();
-  return found;
+  return true;
 }
 
 core::SchedulerStats AsyncEngine::stats() const {
   std::lock_guard lock(mutex_);
-  return core_->stats();
+  return stats_;
 }
 
 void AsyncEngine::loop() {
   for (;;) {
-    std::vector<RequestOutput> outputs;
-    std::vector<std::pair<Callback, RequestOutput>> deliveries;
+    std::vector<PendingAdd> adds;
+    std::vector<std::string> aborts;
     bool stopping;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || core_->has_unfinished() || !callbacks_.empty(); });
+      wake_.wait(lock, [&] { return stop_ || busy_ || !adds_.empty() || !aborts_.empty(); });
+      adds.swap(adds_);
+      aborts.swap(aborts_);
       stopping = stop_;
       if (stopping)
-        for (auto& [id, cb] : callbacks_) core_->abort_request(id);
-      outputs = core_->step();
+        for (const auto& [id, cb] : callbacks_) aborts.push_back(id);
+    }
+    std::vector<RequestOutput> outputs;
+    for (PendingAdd& a : adds) {
+      const int n = a.params.n;
+      try {
+        core_->add_request(a.id, std::move(a.prompt), std::move(a.params), a.priority);
+      } catch (const Error&) {  // validated on the way in; finish it rather than lose it
+        for (int i = 0; i < n; ++i) {
+          RequestOutput out;
+          out.request_id = a.id;
+          out.index = i;
+          out.finished = true;
+          out.finish_reason = "abort";
+          outputs.push_back(std::move(out));
+        }
+      }
+    }
+    for (const std::string& id : aborts) core_->abort_request(id);
+    for (RequestOutput& o : core_->step()) outputs.push_back(std::move(o));
+
+    std::vector<std::pair<Callback, RequestOutput>> deliveries;
+    {
+      std::lock_guard lock(mutex_);
+      busy_ = core_->has_unfinished();
+      stats_ = core_->stats();
       for (RequestOutput& o : outputs) {
         auto it = callbacks_.find(o.request_id);
         if (it == callbacks_.end()) continue;
-        deliveries.emplace_back(it->second.first, o);
-        if (o.finished && --it->second.second == 0) callbacks_.erase(it);
+        deliveries.emplace_back(it->second.first, std::move(o));
+        if (deliveries.back().second.finished && --it->second.second == 0) callbacks_.erase(it);
       }
     }
     for (auto& [cb, out] : deliveries) cb(out);

@@ -1,6 +1,8 @@
 // AsyncEngine: runs EngineCore::step() on its own thread. Any thread may add or abort
 // requests; each request's outputs arrive through its callback on the engine thread, the
-// last one with finished = true (also after an abort).
+// last one with finished = true (also after an abort). Only the engine thread touches the
+// EngineCore: adds and aborts wait in a queue it takes between steps, so a caller never waits
+// for a step (a lock held across steps starved callers under continuous decoding).
 #pragma once
 #include <condition_variable>
 #include <functional>
@@ -8,6 +10,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/engine_core.h"
 
@@ -20,20 +23,33 @@ class AsyncEngine {
   explicit AsyncEngine(std::unique_ptr<EngineCore> core);
   ~AsyncEngine();  // aborts what is left, then stops the thread
 
-  // Throws vllm::Error for an invalid request (nothing is queued then).
+  // Throws vllm::Error for an invalid request or an id still in use (nothing is queued then).
   void add_request(const std::string& id, std::vector<int32_t> prompt, SamplingParams params,
                    Callback on_output, int priority = 0);
+  // Queues an abort; false if no live request has this id.
   bool abort(const std::string& id);
+  // As of the last finished step.
   core::SchedulerStats stats() const;
+  // The configuration and capacity (fixed at start); not the per-step state.
   const EngineCore& core() const { return *core_; }
 
  private:
+  struct PendingAdd {
+    std::string id;
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+    int priority = 0;
+  };
   void loop();
 
-  std::unique_ptr<EngineCore> core_;
-  mutable std::mutex mutex_;  // guards core_ and callbacks_
+  std::unique_ptr<EngineCore> core_;  // engine thread only, after construction
+  mutable std::mutex mutex_;          // guards everything below
   std::condition_variable wake_;
+  std::vector<PendingAdd> adds_;
+  std::vector<std::string> aborts_;
   std::unordered_map<std::string, std::pair<Callback, int>> callbacks_;  // id -> (cb, live n)
+  core::SchedulerStats stats_;
+  bool busy_ = false;  // the core had unfinished requests after the last step
   bool stop_ = false;
   std::thread thread_;
 };

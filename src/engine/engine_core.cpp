@@ -122,10 +122,9 @@ EngineCore::EngineCore(const DecoderModel& model, const Tokenizer* tokenizer, En
 
 EngineCore::~EngineCore() = default;
 
-void EngineCore::add_request(const std::string& id, std::vector<int32_t> prompt,
-                             SamplingParams params, int priority) {
+void EngineCore::validate_request(const std::vector<int32_t>& prompt,
+                                  const SamplingParams& params) const {
   check_params(params, model_.config().vocab_size);
-  if (parents_.count(id)) throw Error("duplicate request id " + id);
   if (prompt.empty()) throw Error("the prompt is empty");
   for (int32_t t : prompt)
     if (t < 0 || t >= model_.config().vocab_size)
@@ -140,7 +139,12 @@ void EngineCore::add_request(const std::string& id, std::vector<int32_t> prompt,
     throw Error("max_tokens (" + std::to_string(params.max_tokens) + ") + prompt (" +
                 std::to_string(prompt.size()) + " tokens) exceeds max_model_len (" +
                 std::to_string(config_.max_model_len) + ")");
+}
 
+void EngineCore::add_request(const std::string& id, std::vector<int32_t> prompt,
+                             SamplingParams params, int priority) {
+  validate_request(prompt, params);
+  if (parents_.count(id)) throw Error("duplicate request id " + id);
   std::vector<std::string>& children = parents_[id];
   for (int i = 0; i < params.n; ++i) {
     const std::string child = params.n == 1 ? id : id + "#" + std::to_string(i);

@@ -58,6 +58,9 @@ class EngineCore {
   // (duplicate id, empty or too long prompt, bad parameters).
   void add_request(const std::string& id, std::vector<int32_t> prompt, SamplingParams params,
                    int priority = 0);
+  // The checks of add_request that need no engine state (all but the duplicate id): reads
+  // only the configuration, so any thread may call it while another steps.
+  void validate_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   // Finishes all completions of a request; their blocks return to the pool. False if unknown.
   bool abort_request(const std::string& id);
   std::vector<RequestOutput> step();
