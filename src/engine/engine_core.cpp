@@ -82,13 +82,10 @@ core::SchedulerConfig scheduler_config(const EngineConfig& c) {
   return s;
 }
 
-// f32 activations of one step at the token budget (the decoder's buffers) plus the logits of
-// max_num_seqs sampled rows, with a quarter more for the pool's rounding and temporaries.
-int64_t activation_bytes(const ModelConfig& m, const EngineConfig& c) {
-  const int64_t per_token = 4 * (4 * int64_t(m.hidden_size) + m.q_size() + 2 * m.kv_size() +
-                                 int64_t(m.num_heads) * m.head_dim + 3 * int64_t(m.intermediate_size));
-  const int64_t logits = int64_t(4) * c.max_num_seqs * m.vocab_size;
-  return (per_token * c.max_num_batched_tokens + 2 * logits) * 5 / 4;
+// One step's activations at the token budget with room for twice max_num_seqs logits rows,
+// plus a quarter more for the pool's rounding and temporaries.
+int64_t step_reserve_bytes(const DecoderModel& model, const EngineConfig& c) {
+  return model.activation_bytes(c.max_num_batched_tokens, 2 * int64_t(c.max_num_seqs)) * 5 / 4;
 }
 
 EngineConfig resolved(EngineConfig c, const DecoderModel& model) {
@@ -97,7 +94,7 @@ EngineConfig resolved(EngineConfig c, const DecoderModel& model) {
     const DeviceInfo info = cuda_device_info(model.device().index);
     const int64_t used = int64_t(info.total_bytes) - int64_t(info.free_bytes);
     const int64_t budget = static_cast<int64_t>(c.gpu_memory_utilization * double(info.total_bytes)) -
-                           used - activation_bytes(model.config(), c);
+                           used - step_reserve_bytes(model, c);
     if (budget <= 0)
       throw Error("--gpu-memory-utilization " + std::to_string(c.gpu_memory_utilization) +
                   " leaves no room for a KV cache: " + std::to_string(used >> 20) +

@@ -25,6 +25,10 @@ class DecoderModel {
   // on CUDA, the weights' own type (bf16 / f16 / f32).
   DType kv_dtype() const { return kv_dtype_; }
   int64_t kv_bytes_per_token() const;
+  // Bytes forward() allocates for a step of `tokens` tokens and `logits_rows` logits rows: the
+  // f32 activations, the rows and logits, and the 16-bit copy of a matmul input that cuBLASLt
+  // takes on a GPU. Backend scratch (split-KV partials) is not counted.
+  int64_t activation_bytes(int64_t tokens, int64_t logits_rows) const;
   KvCache allocate_kv_cache(int num_blocks, int block_size) const;
   // Logits [batch.logits_indices.size(), vocab_size] f32, on device(). On a GPU they are
   // valid until the next forward().

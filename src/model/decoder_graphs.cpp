@@ -19,15 +19,13 @@ int bucket(int n, int smallest) {
   return b;
 }
 
-// Everything compute() allocates for `tokens` tokens, with room for pool alignment, the
-// cuBLASLt input conversion and split-KV partials.
-size_t step_arena_bytes(const ModelConfig& c, int64_t tokens) {
-  const int64_t floats =
-      tokens * (5 * int64_t(c.hidden_size) + c.q_size() + 2 * c.kv_size() +
-                int64_t(c.num_heads) * c.head_dim + 3 * int64_t(c.intermediate_size) + c.vocab_size);
-  const int64_t convert = 2 * tokens * std::max(c.intermediate_size, c.hidden_size);
+// Everything compute() allocates for a decode step of `tokens` sequences, plus split-KV
+// partials and room for the arena's 256-byte alignment.
+size_t step_arena_bytes(const DecoderModel& m, int64_t tokens) {
+  const ModelConfig& c = m.config();
   const int64_t partials = 4 * (tokens * c.num_heads + 1024) * 64 * (c.head_dim + 2);
-  return static_cast<size_t>((4 * floats + convert + partials) * 5 / 4 + (int64_t(16) << 20));
+  return static_cast<size_t>((m.activation_bytes(tokens, tokens) + partials) * 5 / 4 +
+                             (int64_t(16) << 20));
 }
 
 }  // namespace
@@ -82,7 +80,7 @@ std::optional<Tensor> DecoderModel::forward_graph(const ForwardBatch& batch,
     fresh->inputs = Tensor::empty({int64_t(packed)}, DType::I32, device_);
     const StepInputs in = upload_inputs(p, fresh->meta, fresh->inputs);
     // The arena is sized once for the largest bucket: it cannot move under live graphs.
-    const size_t arena = step_arena_bytes(config_, kMaxGraphTokens);
+    const size_t arena = step_arena_bytes(*this, kMaxGraphTokens);
     be.begin_arena(arena);  // an eager run first: cuBLASLt plans, module loading
     compute(in, cache);
     be.end_arena();
