@@ -83,9 +83,10 @@ core::SchedulerConfig scheduler_config(const EngineConfig& c) {
 }
 
 // One step's activations at the token budget with room for twice max_num_seqs logits rows,
-// plus a quarter more for the pool's rounding and temporaries.
+// plus a quarter more for the pool's rounding and temporaries, and the decode graphs' arena.
 int64_t step_reserve_bytes(const DecoderModel& model, const EngineConfig& c) {
-  return model.activation_bytes(c.max_num_batched_tokens, 2 * int64_t(c.max_num_seqs)) * 5 / 4;
+  return model.activation_bytes(c.max_num_batched_tokens, 2 * int64_t(c.max_num_seqs)) * 5 / 4 +
+         model.graph_arena_bytes();
 }
 
 EngineConfig resolved(EngineConfig c, const DecoderModel& model) {

@@ -114,14 +114,19 @@ int64_t DecoderModel::kv_bytes_per_token() const {
   return int64_t(2) * config_.num_layers * config_.kv_size() * dtype_info(kv_dtype()).block_bytes;
 }
 
-int64_t DecoderModel::activation_bytes(int64_t tokens, int64_t logits_rows) const {
+int64_t DecoderModel::activation_bytes(int64_t tokens, int64_t logits_rows,
+                                       bool pieces_reused) const {
   const ModelConfig& c = config_;
   // compute(): residual, h, block_out; qkv; attn; gate_up; act; then rows and logits.
   const int64_t per_token = 3 * int64_t(c.hidden_size) + c.q_size() + 2 * c.kv_size() +
                             int64_t(c.num_heads) * c.head_dim + 3 * int64_t(c.intermediate_size);
-  const int64_t widest_input = std::max<int64_t>({c.hidden_size, c.q_size(), c.intermediate_size});
-  return 4 * (tokens * per_token + logits_rows * (int64_t(c.hidden_size) + c.vocab_size)) +
-         2 * tokens * widest_input;
+  // Matmul inputs: per layer qkv and gate_up take hidden, o takes q_size, down intermediate;
+  // the LM head hidden again.
+  const int64_t h = c.hidden_size;
+  const int64_t inputs = pieces_reused
+                             ? std::max<int64_t>({h, c.q_size(), c.intermediate_size})
+                             : int64_t(c.num_layers) * (2 * h + c.q_size() + c.intermediate_size) + h;
+  return 4 * (tokens * per_token + logits_rows * (h + c.vocab_size)) + 2 * tokens * inputs;
 }
 
 KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {

@@ -26,9 +26,12 @@ class DecoderModel {
   DType kv_dtype() const { return kv_dtype_; }
   int64_t kv_bytes_per_token() const;
   // Bytes forward() allocates for a step of `tokens` tokens and `logits_rows` logits rows: the
-  // f32 activations, the rows and logits, and the 16-bit copy of a matmul input that cuBLASLt
-  // takes on a GPU. Backend scratch (split-KV partials) is not counted.
-  int64_t activation_bytes(int64_t tokens, int64_t logits_rows) const;
+  // f32 activations, the rows and logits, and the 16-bit copies of matmul inputs that
+  // cuBLASLt takes on a GPU: one at a time from the pool, or, when freed pieces are not reused
+  // (the graphs' step arena), one per matmul of the step. Split-KV partials are not counted.
+  int64_t activation_bytes(int64_t tokens, int64_t logits_rows, bool pieces_reused = true) const;
+  // The step arena the decode graphs take on a GPU (0 on the CPU or with enforce_eager).
+  int64_t graph_arena_bytes() const;
   KvCache allocate_kv_cache(int num_blocks, int block_size) const;
   // Logits [batch.logits_indices.size(), vocab_size] f32, on device(). On a GPU they are
   // valid until the next forward().

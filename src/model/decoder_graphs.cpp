@@ -19,16 +19,20 @@ int bucket(int n, int smallest) {
   return b;
 }
 
-// Everything compute() allocates for a decode step of `tokens` sequences, plus split-KV
-// partials and room for the arena's 256-byte alignment.
-size_t step_arena_bytes(const DecoderModel& m, int64_t tokens) {
-  const ModelConfig& c = m.config();
-  const int64_t partials = 4 * (tokens * c.num_heads + 1024) * 64 * (c.head_dim + 2);
-  return static_cast<size_t>((m.activation_bytes(tokens, tokens) + partials) * 5 / 4 +
-                             (int64_t(16) << 20));
-}
-
 }  // namespace
+
+// Everything compute() allocates for a decode step of the largest bucket (the arena hands out
+// fresh pieces only), plus split-KV partials of every layer and room for 256-byte alignment.
+// Split-KV keeps fewer than 4 x multiprocessors partial rows of head_dim + 2 floats per layer
+// (runtime/cuda/attention.cu); 4,096 rows covers GPUs of up to 1,024 multiprocessors.
+int64_t DecoderModel::graph_arena_bytes() const {
+  if (enforce_eager_ || !backend_for(device_).supports_graphs()) return 0;
+  const ModelConfig& c = config_;
+  const int64_t tokens = kMaxGraphTokens;
+  const int64_t partials = int64_t(c.num_layers) * 4096 * 4 * (c.head_dim + 2);
+  return (activation_bytes(tokens, tokens, /*pieces_reused=*/false) + partials) * 5 / 4 +
+         (int64_t(16) << 20);
+}
 
 struct DecoderModel::Graph {
   Tensor inputs;  // persistent device buffer the graph reads its step inputs from
@@ -80,7 +84,7 @@ std::optional<Tensor> DecoderModel::forward_graph(const ForwardBatch& batch,
     fresh->inputs = Tensor::empty({int64_t(packed)}, DType::I32, device_);
     const StepInputs in = upload_inputs(p, fresh->meta, fresh->inputs);
     // The arena is sized once for the largest bucket: it cannot move under live graphs.
-    const size_t arena = step_arena_bytes(*this, kMaxGraphTokens);
+    const auto arena = static_cast<size_t>(graph_arena_bytes());
     be.begin_arena(arena);  // an eager run first: cuBLASLt plans, module loading
     compute(in, cache);
     be.end_arena();
