@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "core/scheduler.h"
+#include "decode_fixture.h"
 #include "engine/input_batch.h"
 
 using namespace vllm;
@@ -22,43 +22,19 @@ constexpr int kMaxModelLen = 4096;
 
 enum Mode { kPersistent = 0, kRebuild = 1 };
 
-std::unique_ptr<Scheduler> make_scheduler(int num_requests, int context) {
-  SchedulerConfig sc;
-  sc.max_num_seqs = num_requests;
-  sc.max_num_batched_tokens = 8192;
-  sc.max_model_len = kMaxModelLen;
-  KvCacheConfig kv;
-  kv.block_size = kBlockSize;
-  kv.num_blocks = 1 + num_requests * (kMaxModelLen / kBlockSize);  // never preempts
-  kv.groups = {KvCacheGroupSpec{AttentionKind::kFullAttention, 0, 30, 512}};
-  auto s = std::make_unique<Scheduler>(sc, kv);
-  for (int i = 0; i < num_requests; ++i) {
-    std::vector<int> prompt(context);
-    for (int j = 0; j < context; ++j) prompt[j] = (i * 7919 + j * 31) % 32000;
-    Request r(std::to_string(i), prompt);
-    r.max_tokens = kMaxModelLen - context;
-    r.ignore_eos = true;
-    s->add_request(std::move(r));
+// Requests with `context`-token prompts, all decoding (prefills run untimed), and the
+// persistent batch already holding them when it is the mode measured.
+struct DecodeSetup {
+  std::unique_ptr<Scheduler> scheduler;
+  InputBatch batch{1, kBlockSize};
+  DecodeSetup(int num_requests, int context, Mode mode)
+      : scheduler(bench::make_decode_scheduler(num_requests, context, kMaxModelLen,
+                                               kMaxModelLen - context, true)) {
+    bench::run_prefills(*scheduler, num_requests, [&](const SchedulerOutput& out) {
+      if (mode == kPersistent) batch.prepare(out);
+    });
   }
-  return s;
-}
-
-// Runs the prefills (not timed) until every request decodes one token per step.
-void warm_up(Scheduler& s, int num_requests, InputBatch* ib) {
-  std::unordered_map<std::string, std::vector<int>> sampled;
-  while (true) {
-    SchedulerOutput out = s.schedule();
-    if (ib) ib->prepare(out);
-    sampled.clear();
-    bool all_decode = true;
-    for (const auto& r : out.scheduled) {
-      if (r.sample) sampled[r.request_id] = {1};
-      all_decode &= r.num_scheduled_tokens == 1;
-    }
-    s.update_from_output(sampled);
-    if (all_decode && static_cast<int>(out.scheduled.size()) == num_requests) return;
-  }
-}
+};
 
 // The runner's batch construction of commit 01a8e1a (ModelRunner::execute without the model
 // and the sampler), over the whole tables its scheduler attached to every request.
@@ -96,22 +72,16 @@ std::vector<Tables> whole_tables(Scheduler& s, const SchedulerOutput& out) {
   return tables;
 }
 
-void sample_all(const SchedulerOutput& out, int64_t& tokens,
-                std::unordered_map<std::string, std::vector<int>>& sampled) {
-  sampled.clear();
-  for (const auto& r : out.scheduled) sampled[r.request_id] = {static_cast<int>(tokens++ % 1000)};
-}
-
 // Only the runner's preparation is timed (manual time): InputBatch::prepare, or the old
 // construction over tables the scheduler had already copied.
 void BM_RunnerInputs(benchmark::State& state) {
   const int num_requests = static_cast<int>(state.range(0));
   const int context = static_cast<int>(state.range(1));
   const Mode mode = static_cast<Mode>(state.range(2));
-  auto s = make_scheduler(num_requests, context);
-  InputBatch ib(1, kBlockSize);
-  warm_up(*s, num_requests, mode == kPersistent ? &ib : nullptr);
-  std::unordered_map<std::string, std::vector<int>> sampled;
+  DecodeSetup setup(num_requests, context, mode);
+  Scheduler* s = setup.scheduler.get();
+  InputBatch& ib = setup.batch;
+  bench::Sampled sampled;
   int64_t tokens = 0;
   for (auto _ : state) {
     SchedulerOutput out = s->schedule();
@@ -131,7 +101,7 @@ void BM_RunnerInputs(benchmark::State& state) {
     }
     const auto t1 = std::chrono::steady_clock::now();
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
-    sample_all(out, tokens, sampled);
+    bench::sample_all(out, tokens, sampled);
     s->update_from_output(sampled);
   }
   state.SetLabel(mode == kPersistent ? "persistent" : "rebuild");
@@ -143,10 +113,10 @@ void BM_EngineHostStep(benchmark::State& state) {
   const int num_requests = static_cast<int>(state.range(0));
   const int context = static_cast<int>(state.range(1));
   const Mode mode = static_cast<Mode>(state.range(2));
-  auto s = make_scheduler(num_requests, context);
-  InputBatch ib(1, kBlockSize);
-  warm_up(*s, num_requests, mode == kPersistent ? &ib : nullptr);
-  std::unordered_map<std::string, std::vector<int>> sampled;
+  DecodeSetup setup(num_requests, context, mode);
+  Scheduler* s = setup.scheduler.get();
+  InputBatch& ib = setup.batch;
+  bench::Sampled sampled;
   int64_t tokens = 0;
   for (auto _ : state) {
     SchedulerOutput out = s->schedule();
@@ -161,7 +131,7 @@ void BM_EngineHostStep(benchmark::State& state) {
       build_from_scratch(out, whole_tables(*s, out), b);
       benchmark::DoNotOptimize(b.attn.block_tables.data());
     }
-    sample_all(out, tokens, sampled);
+    bench::sample_all(out, tokens, sampled);
     benchmark::DoNotOptimize(s->update_from_output(sampled));
   }
   state.SetLabel(mode == kPersistent ? "persistent" : "rebuild");
