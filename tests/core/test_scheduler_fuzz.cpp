@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/scheduler.h"
+#include "random_requests.h"
 
 using namespace vllm::core;
 
@@ -92,27 +93,14 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, FuzzTotals* totals) {
 
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const std::vector<std::vector<int>> prefixes = {
-      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 3, 3, 3, 3, 3, 3, 3}, {9, 8, 7, 6, 5}};
   std::set<std::string> live;
   std::map<std::string, Tables> held;  // as a runner holds them
   int next_id = 0, finished = 0;
   for (int iter = 0; iter < 400 || s.has_unfinished(); ++iter) {
     ASSERT_LT(iter, 5000) << "no progress";
     if (iter < 400 && uni(0, 2) == 0) {
-      std::vector<int> prompt;
-      if (uni(0, 3) > 0) {
-        const auto& p = prefixes[uni(0, 2)];
-        prompt.assign(p.begin(), p.begin() + uni(1, static_cast<int>(p.size())));
-      }
-      for (int n = uni(prompt.empty() ? 1 : 0, 12); n > 0; --n) prompt.push_back(uni(1, 4));
       const std::string id = "q" + std::to_string(next_id++);
-      Request r(id, prompt);
-      r.max_tokens = uni(1, 30);
-      r.eos_token_ids = {0};
-      r.priority = uni(0, 3);
-      if (uni(0, 5) == 0) r.cache_salt = "s";
-      s.add_request(std::move(r));
+      s.add_request(vllm::core::fuzz::random_request(uni, id, 30, true));
       live.insert(id);
     }
     if (iter < 400 && !live.empty() && uni(0, 19) == 0) {

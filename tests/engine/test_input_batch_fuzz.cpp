@@ -11,6 +11,7 @@
 
 #include "core/scheduler.h"
 #include "engine/input_batch.h"
+#include "../core/random_requests.h"
 
 using namespace vllm;
 using namespace vllm::core;
@@ -103,25 +104,13 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, Totals* totals) {
 
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const std::vector<std::vector<int>> prefixes = {
-      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 3, 3, 3, 3, 3, 3, 3}, {9, 8, 7, 6, 5}};
   std::set<std::string> live, stuck;
   int next_id = 0;
   for (int iter = 0; iter < 300 || s.has_unfinished(); ++iter) {
     ASSERT_LT(iter, 5000) << "no progress";
     if (iter < 300 && uni(0, 2) == 0) {
-      std::vector<int> prompt;
-      if (uni(0, 3) > 0) {
-        const auto& p = prefixes[uni(0, 2)];
-        prompt.assign(p.begin(), p.begin() + uni(1, static_cast<int>(p.size())));
-      }
-      for (int n = uni(prompt.empty() ? 1 : 0, 12); n > 0; --n) prompt.push_back(uni(1, 4));
       const std::string id = "q" + std::to_string(next_id++);
-      Request r(id, prompt);
-      r.max_tokens = uni(1, 24);
-      r.eos_token_ids = {0};
-      r.priority = uni(0, 3);
-      s.add_request(std::move(r));
+      s.add_request(vllm::core::fuzz::random_request(uni, id, 24, false));
       live.insert(id);
     }
     if (iter < 300 && !live.empty() && uni(0, 19) == 0) {
