@@ -84,11 +84,8 @@ void BM_RunnerInputs(benchmark::State& state) {
   bench::Sampled sampled;
   int64_t tokens = 0;
   for (auto _ : state) {
-    SchedulerOutput out = s->schedule();
-    if (static_cast<int>(out.scheduled.size()) != num_requests) {
-      state.SkipWithError("a request left the batch");
-      break;
-    }
+    SchedulerOutput out;
+    if (!vllm::bench::schedule_all(*s, num_requests, state, out)) break;
     std::vector<Tables> tables;
     if (mode == kRebuild) tables = whole_tables(*s, out);
     const auto t0 = std::chrono::steady_clock::now();
@@ -119,11 +116,8 @@ void BM_EngineHostStep(benchmark::State& state) {
   bench::Sampled sampled;
   int64_t tokens = 0;
   for (auto _ : state) {
-    SchedulerOutput out = s->schedule();
-    if (static_cast<int>(out.scheduled.size()) != num_requests) {
-      state.SkipWithError("a request left the batch");
-      break;
-    }
+    SchedulerOutput out;
+    if (!vllm::bench::schedule_all(*s, num_requests, state, out)) break;
     if (mode == kPersistent) {
       benchmark::DoNotOptimize(ib.prepare(out).attn.block_tables.data());
     } else {

@@ -1,6 +1,8 @@
 // Shared set-up of the host-time benchmarks: a Scheduler whose requests all decode together,
 // reached by running their prefills outside the timed region.
 #pragma once
+#include <benchmark/benchmark.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -55,6 +57,16 @@ inline void run_prefills(core::Scheduler& s, int num_requests,
     s.update_from_output(sampled);
     if (all_decode && static_cast<int>(out.scheduled.size()) == num_requests) return;
   }
+}
+
+// One timed decode step's schedule into `out`; false, with the run marked failed, when not
+// every request was scheduled (the figures would then describe a smaller batch).
+inline bool schedule_all(core::Scheduler& s, int num_requests, benchmark::State& state,
+                         core::SchedulerOutput& out) {
+  out = s.schedule();
+  if (static_cast<int>(out.scheduled.size()) == num_requests) return true;
+  state.SkipWithError("a request left the batch");
+  return false;
 }
 
 // One token for every scheduled request, from a running counter.
