@@ -3,6 +3,7 @@
 # scripts/gpu_pack.sh: the CUDA op and model tests, then the benchmarks of docs/benchmarks.md.
 # Results: $OUT/gpu_results.jsonl (one JSON object per figure) and logs under $OUT.
 #   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput (default: all)
+# Environment: SHAPES (models), NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT, THROUGHPUT_FLAGS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -55,9 +56,12 @@ fi
 
 if has throughput; then
   log throughput
-  timeout "${THROUGHPUT_TIMEOUT:-500}" python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp \
-    --model "$MODELS/llama-8b" --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 \
-    --output-len 128 ${THROUGHPUT_FLAGS:-} 2>"$OUT/throughput.log" | tee -a "$RESULTS"
+  # OUTPUT_LENS="1 128" also times the prefill alone.
+  for olen in ${OUTPUT_LENS:-128}; do
+    timeout "${THROUGHPUT_TIMEOUT:-500}" python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp \
+      --model "$MODELS/llama-8b" --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 \
+      --output-len "$olen" ${THROUGHPUT_FLAGS:-} 2>"$OUT/throughput_$olen.log" | tee -a "$RESULTS"
+  done
 fi
 if has hf; then
   log hf

@@ -2,6 +2,7 @@
 // views), with the tolerance each op's arithmetic allows. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -260,6 +261,109 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
       EXPECT_LT(rel_err(host(out), ref), 1e-5) << "D=" << D << " window=" << window;
     }
   }
+}
+
+// Steps with prefill, and wide decode steps of grouped-query heads, over a bf16/f16 cache
+// take the tensor-core kernel (head_dim 64, 128; other sizes the per-token kernel). The
+// reference is the CPU kernel over an f32 copy of the very cache the GPU reads, so the error
+// left is the kernel's: q and the softmax weights rounded to the 16-bit type (unit roundoff
+// 2^-9 for bf16, 2^-12 for f16, each stage adding about one). Bars, as ||diff|| / ||ref||
+// and as max |diff| / max |ref|: bf16 1e-2 and 3e-2, f16 2e-3 and 6e-3.
+namespace {
+
+void check_16bit_attention(const std::vector<int>& ctx, const std::vector<int>& qlen,
+                           const std::string& batch) {
+  const int64_t bs = 16;
+  const int max_blocks = (*std::max_element(ctx.begin(), ctx.end()) + bs - 1) / bs;
+  int64_t num_blocks = 2;
+  for (int c : ctx) num_blocks += (c + bs - 1) / bs;
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const double l2_bar = dt == DType::BF16 ? 1e-2 : 2e-3;
+    const double max_bar = dt == DType::BF16 ? 3e-2 : 6e-3;
+    double worst_l2 = 0, worst_max = 0;
+    for (auto [Hq, Hkv] : {std::pair<int64_t, int64_t>{8, 2}, {4, 4}, {12, 1}}) {
+      for (int64_t D : {64, 128, 96}) {
+        AttentionMeta meta;
+        meta.max_blocks_per_seq = max_blocks;
+        meta.query_start_loc = {0};
+        std::vector<int32_t> ids(num_blocks);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), rng);
+        Tensor kc_g = Tensor::empty({num_blocks, bs, Hkv, D}, dt, kGpu);
+        Tensor vc_g = Tensor::empty({num_blocks, bs, Hkv, D}, dt, kGpu);
+        size_t next = 0;
+        for (size_t s = 0; s < ctx.size(); ++s) {
+          const int used = (ctx[s] + bs - 1) / bs;
+          for (int j = 0; j < max_blocks; ++j) meta.block_tables.push_back(j < used ? ids[next++] : 0);
+          meta.seq_lens.push_back(ctx[s]);
+          meta.query_start_loc.push_back(meta.query_start_loc.back() + qlen[s]);
+          Tensor slots = Tensor::empty({ctx[s]}, DType::I32);
+          for (int p = 0; p < ctx[s]; ++p)
+            slots.data<int32_t>()[p] = meta.block_tables[s * max_blocks + p / bs] * bs + p % bs;
+          reshape_and_cache(randn({ctx[s], Hkv, D}).to(kGpu), randn({ctx[s], Hkv, D}).to(kGpu),
+                            kc_g, vc_g, slots.to(kGpu));
+        }
+        // The f32 copy of the 16-bit cache for the CPU.
+        auto widen = [&](const Tensor& g) {
+          Tensor h = host(g), f = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32);
+          const auto* p = static_cast<const uint16_t*>(h.raw());
+          for (int64_t i = 0; i < f.numel(); ++i)
+            f.data<float>()[i] = dt == DType::BF16 ? bf16_to_f32(p[i]) : f16_to_f32(p[i]);
+          return f;
+        };
+        Tensor kc = widen(kc_g), vc = widen(vc_g);
+        AttentionMeta gm = meta;
+        auto upload = [](const std::vector<int32_t>& v) {
+          return Tensor::from_blob(const_cast<int32_t*>(v.data()), std::vector<int64_t>{int64_t(v.size())},
+                                   DType::I32, nullptr).to(kGpu);
+        };
+        gm.device_query_start_loc = upload(meta.query_start_loc);
+        gm.device_seq_lens = upload(meta.seq_lens);
+        gm.device_block_tables = upload(meta.block_tables);
+        const int64_t T = meta.query_start_loc.back();
+        // q as the model passes it: a view into a fused qkv row.
+        Tensor qkv = randn({T, (Hq + 2 * Hkv) * D});
+        Tensor q = qkv.split_last(Hq + 2 * Hkv).slice(1, 0, Hq);
+        Tensor qkv_g = qkv.to(kGpu);
+        const float scale = 1.0f / std::sqrt(float(D));
+        for (int window : {0, 40, 300}) {
+          Tensor ref = Tensor::empty({T, Hq, D}, DType::F32);
+          paged_attention(q, kc, vc, meta, scale, window, ref);
+          Tensor out = Tensor::empty({T, Hq, D}, DType::F32, kGpu);
+          paged_attention(qkv_g.split_last(Hq + 2 * Hkv).slice(1, 0, Hq), kc_g, vc_g, gm, scale,
+                          window, out);
+          Tensor got = host(out);
+          double max_diff = 0, max_ref = 0;
+          for (int64_t i = 0; i < got.numel(); ++i) {
+            max_diff = std::max(max_diff, double(std::fabs(got.data<float>()[i] - ref.data<float>()[i])));
+            max_ref = std::max(max_ref, double(std::fabs(ref.data<float>()[i])));
+          }
+          const std::string what = batch + " " + std::string(dtype_name(dt)) + " Hq=" + std::to_string(Hq) +
+                                   " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D) +
+                                   " window=" + std::to_string(window);
+          const double l2 = rel_err(got, ref);
+          EXPECT_LT(l2, l2_bar) << what;
+          EXPECT_LT(max_diff / max_ref, max_bar) << what;
+          worst_l2 = std::max(worst_l2, l2);
+          worst_max = std::max(worst_max, max_diff / max_ref);
+        }
+      }
+    }
+    std::printf("%s %s: worst ||diff||/||ref|| = %.2e (bar %.0e), max|diff|/max|ref| = %.2e (bar %.0e)\n",
+                batch.c_str(), std::string(dtype_name(dt)).c_str(), worst_l2, l2_bar, worst_max, max_bar);
+  }
+}
+
+}  // namespace
+
+TEST_F(CudaOps, PagedAttention16BitCacheMatchesCpu) {
+  // Whole prompts, chunks after cached blocks, decodes and sub-tile lengths in one step.
+  check_16bit_attention({33, 1, 70, 1000, 200, 129}, {33, 1, 5, 300, 200, 1}, "mixed");
+  // A decode step wide enough (sequences x KV heads >= multiprocessors) for the tensor cores.
+  std::vector<int> ctx(300), qlen(300, 1);
+  std::uniform_int_distribution<int> len(1, 700);
+  for (int& c : ctx) c = len(rng);
+  check_16bit_attention(ctx, qlen, "decode");
 }
 
 TEST_F(CudaOps, ArgmaxRowsMatchesCpu) {

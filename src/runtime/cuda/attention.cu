@@ -1,10 +1,13 @@
-// Paged attention on CUDA for any mix of prefill, chunked prefill and decode tokens: one
+// Paged attention on CUDA. Over a 16-bit cache, steps with prefill tokens and wide decode
+// steps of grouped-query heads go to the tensor-core kernel (flash_attention.cu). Other
+// decode steps, f32 caches and other head sizes take the kernel here, which serves any mix of prefill, chunked prefill and decode: one
 // block of four warps per (query token, query head), each warp streaming keys of the
 // sequence's block table with an online softmax, warps merged at the end. When there are
 // few (token, head) pairs and long contexts, the key range is split over more blocks
 // (split-KV) and a second kernel merges the partial results.
 #include <algorithm>
 
+#include "runtime/cuda/attention.cuh"
 #include "runtime/cuda/common.cuh"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/ops.h"
@@ -14,24 +17,6 @@ namespace {
 
 constexpr int kWarps = 4;
 
-template <typename C>
-struct AttnArgs {
-  const float* q;
-  int64_t q_st, q_sh;  // strides in floats: token, head
-  float* out;
-  int64_t o_st, o_sh;
-  const C* k_cache;
-  const C* v_cache;
-  const int32_t* query_start_loc;  // [num_seqs + 1]
-  const int32_t* seq_lens;         // [num_seqs]
-  const int32_t* block_tables;     // [num_seqs, max_blocks]
-  int num_seqs, max_blocks, block_size;
-  int num_q_heads, num_kv_heads, head_dim;
-  float scale;
-  int window;
-  float* part_o;   // [T, Hq, splits, D] unnormalised, when split
-  float* part_ml;  // [T, Hq, splits, 2] running max and sum
-};
 
 // E = elements of the head each lane owns (head_dim <= 32 * E).
 template <typename C, int E>
@@ -161,21 +146,6 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
   VLLM_CHECK(head_dim <= 256, "head_dim ", head_dim, " beyond the CUDA attention limit of 256");
   VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
 
-  // Split the keys when (token, head) pairs alone cannot fill the GPU and contexts are long.
-  const int max_seq = meta.max_seq_len_bound > 0
-                          ? meta.max_seq_len_bound
-                          : *std::max_element(meta.seq_lens.begin(), meta.seq_lens.end());
-  const int pairs = tokens * num_q_heads;
-  int splits = 1;
-  if (pairs < 2 * multiprocessors_ && max_seq >= 512)
-    splits = std::clamp(std::min((max_seq + 255) / 256, (2 * multiprocessors_ + pairs - 1) / pairs),
-                        1, 64);
-  Tensor part_o, part_ml;
-  if (splits > 1) {
-    part_o = Tensor::empty({int64_t(pairs) * splits, head_dim}, DType::F32, device());
-    part_ml = Tensor::empty({int64_t(pairs) * splits, 2}, DType::F32, device());
-  }
-
   dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
     AttnArgs<C> a{};
@@ -198,8 +168,35 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     a.head_dim = head_dim;
     a.scale = scale;
     a.window = sliding_window;
-    a.part_o = splits > 1 ? part_o.data<float>() : nullptr;
-    a.part_ml = splits > 1 ? part_ml.data<float>() : nullptr;
+    // The tensor-core kernel when the step has prefill (more tokens than sequences), and for
+    // decode steps of grouped-query heads with enough sequences to fill the GPU with one
+    // block per (sequence, KV head): it loads each key once for the whole group, where the
+    // kernel below loads it once per query head.
+    const bool prefill = tokens > a.num_seqs;
+    const bool wide_gqa_decode = num_q_heads > a.num_kv_heads &&
+                                 int64_t(a.num_seqs) * a.num_kv_heads >= multiprocessors_;
+    if ((prefill || wide_gqa_decode) && flash_attention_supports(a)) {
+      launch_flash_attention(a, tokens, stream_);
+      VLLM_CUDA_LAUNCHED();
+      return;
+    }
+
+    // Split the keys when (token, head) pairs alone cannot fill the GPU and contexts are long.
+    const int max_seq = meta.max_seq_len_bound > 0
+                            ? meta.max_seq_len_bound
+                            : *std::max_element(meta.seq_lens.begin(), meta.seq_lens.end());
+    const int pairs = tokens * num_q_heads;
+    int splits = 1;
+    if (pairs < 2 * multiprocessors_ && max_seq >= 512)
+      splits = std::clamp(
+          std::min((max_seq + 255) / 256, (2 * multiprocessors_ + pairs - 1) / pairs), 1, 64);
+    Tensor part_o, part_ml;
+    if (splits > 1) {
+      part_o = Tensor::empty({int64_t(pairs) * splits, head_dim}, DType::F32, device());
+      part_ml = Tensor::empty({int64_t(pairs) * splits, 2}, DType::F32, device());
+      a.part_o = part_o.data<float>();
+      a.part_ml = part_ml.data<float>();
+    }
     switch ((head_dim + 31) / 32) {
       case 1: launch<C, 1>(a, tokens, splits, stream_); break;
       case 2: launch<C, 2>(a, tokens, splits, stream_); break;
@@ -210,15 +207,15 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
       case 7: launch<C, 7>(a, tokens, splits, stream_); break;
       default: launch<C, 8>(a, tokens, splits, stream_); break;
     }
-  });
-  VLLM_CUDA_LAUNCHED();
-  if (splits > 1) {
-    const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(num_q_heads));
-    merge_splits_kernel<<<grid, row_threads(head_dim), 0, stream_>>>(
-        part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, head_dim,
-        out.data<float>(), row_stride(out), row_stride(out, 1));
     VLLM_CUDA_LAUNCHED();
-  }
+    if (splits > 1) {
+      const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(num_q_heads));
+      merge_splits_kernel<<<grid, row_threads(head_dim), 0, stream_>>>(
+          part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, head_dim,
+          out.data<float>(), row_stride(out), row_stride(out, 1));
+      VLLM_CUDA_LAUNCHED();
+    }
+  });
 }
 
 }  // namespace vllm::cuda

@@ -1,0 +1,38 @@
+// What the paged-attention kernels share: their arguments, and the tensor-core kernel's
+// entry point (flash_attention.cu) for attention.cu's dispatch.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace vllm::cuda {
+
+// Caches are [num_blocks, block_size, num_kv_heads, head_dim] of element type C.
+template <typename C>
+struct AttnArgs {
+  const float* q;
+  int64_t q_st, q_sh;  // strides in floats: token, head
+  float* out;
+  int64_t o_st, o_sh;
+  const C* k_cache;
+  const C* v_cache;
+  const int32_t* query_start_loc;  // [num_seqs + 1]
+  const int32_t* seq_lens;         // [num_seqs]
+  const int32_t* block_tables;     // [num_seqs, max_blocks]
+  int num_seqs, max_blocks, block_size;
+  int num_q_heads, num_kv_heads, head_dim;
+  float scale;
+  int window;
+  float* part_o;   // [T, Hq, splits, D] unnormalised, when split
+  float* part_ml;  // [T, Hq, splits, 2] running max and sum
+};
+
+// True when the tensor-core kernel takes this problem: C is half or bfloat16, head_dim is 64
+// or 128, and q/out rows are aligned for vector access.
+template <typename C>
+bool flash_attention_supports(const AttnArgs<C>& a);
+// Launches it over `tokens` query tokens on `stream` (supports(a) must hold).
+template <typename C>
+void launch_flash_attention(const AttnArgs<C>& a, int tokens, cudaStream_t stream);
+
+}  // namespace vllm::cuda

@@ -1,0 +1,329 @@
+// Paged attention on tensor cores for steps with prefill tokens, in the manner of
+// FlashAttention-2: a block of four warps takes a tile of 64 query rows for one KV head and
+// streams the sequence's keys and values through shared memory in tiles of 64, with an
+// online softmax kept in registers.
+//
+// GQA: the rows of a tile are (token, query head) pairs of one sequence and one KV head,
+// token-major, so the query heads sharing a KV head share every key/value load.
+//
+// Precision: q and the softmax weights are rounded to the cache's 16-bit type for the
+// m16n8k16 MMAs; scores, the softmax and the output accumulate in f32.
+//
+// Tiles: sequence b owns the grid slots [start(b), start(b + 1)) with
+// start(b) = floor(query_start_loc[b] * G / 64) + b, which leaves it at least
+// ceil(q_len * G / 64) of them for any lengths; a block whose slot has no rows returns.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "runtime/cuda/attention.cuh"
+#include "runtime/cuda/common.cuh"
+
+namespace vllm::cuda {
+namespace {
+
+constexpr int kRows = 64;  // query rows per block (16 per warp)
+constexpr int kKeys = 64;  // keys per shared-memory tile
+constexpr int kThreads = 128;
+
+// 16-byte chunks in shared memory, rows of D / 8 chunks, the chunk index XOR-ed with the row
+// so that the eight rows an ldmatrix reads fall in different banks.
+template <int D>
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+  return row * (D / 8) + (chunk ^ (row & 7));
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared without passing through registers; zero-filled when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// d[16x8] += a[16x16] * b[16x8], f32 accumulators.
+template <typename C>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  if constexpr (std::is_same_v<C, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats rounded to C and packed low-first into 32 bits.
+template <typename C>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<C, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+__device__ __forceinline__ int tile_start(const int32_t* query_start_loc, int b, int group) {
+  return static_cast<int>(int64_t(query_start_loc[b]) * group / kRows) + b;
+}
+
+template <typename C, int D>
+__global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArgs<C> a) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  extern __shared__ uint4 smem[];
+  uint4* s_q = smem;                    // [kRows][kChunks]
+  uint4* s_k = s_q + kRows * kChunks;   // [2][kKeys][kChunks]
+  uint4* s_v = s_k + 2 * kKeys * kChunks;
+
+  const int group = a.num_q_heads / a.num_kv_heads;
+  const int kvh = blockIdx.y;
+  // Largest slots first: they hold a sequence's last rows, which see the most keys.
+  const int slot = gridDim.x - 1 - blockIdx.x;
+  int b = 0, hi = a.num_seqs - 1;
+  while (b < hi) {
+    const int mid = (b + hi + 1) / 2;
+    if (tile_start(a.query_start_loc, mid, group) <= slot) b = mid; else hi = mid - 1;
+  }
+  const int q0 = a.query_start_loc[b];
+  const int q_len = a.query_start_loc[b + 1] - q0;
+  const int rows = q_len * group;
+  const int row0 = (slot - tile_start(a.query_start_loc, b, group)) * kRows;
+  if (row0 >= rows) return;
+  const int pos0 = a.seq_lens[b] - q_len;  // position of the sequence's first query token
+  const int pos_lo = pos0 + row0 / group;
+  const int pos_hi = pos0 + (min(rows, row0 + kRows) - 1) / group;
+  const int kv_begin = a.window > 0 ? max(0, pos_lo - a.window + 1) : 0;
+  const int kv_end = pos_hi + 1;
+  const int num_tiles = (kv_end - kv_begin + kKeys - 1) / kKeys;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks;
+  const int64_t slot_elems = int64_t(a.num_kv_heads) * D;
+
+  // Keys and values of tile i into stage s; rows past kv_end are zero-filled.
+  auto load_kv = [&](int i, int s) {
+    const int j0 = kv_begin + i * kKeys;
+    for (int c = tid; c < kKeys * kChunks; c += kThreads) {
+      const int r = c / kChunks, ch = c % kChunks, j = j0 + r;
+      const bool valid = j < kv_end;
+      const int64_t kv_slot =
+          valid ? int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
+      const int64_t off = kv_slot * slot_elems + int64_t(kvh) * D + ch * 8;
+      cp_async16(&s_k[s * kKeys * kChunks + swizzle<D>(r, ch)], a.k_cache + off, valid);
+      cp_async16(&s_v[s * kKeys * kChunks + swizzle<D>(r, ch)], a.v_cache + off, valid);
+    }
+    cp_async_commit();
+  };
+  load_kv(0, 0);
+
+  // The query rows, rounded to C; rows past the sequence's end are zero.
+  for (int c = tid; c < kRows * kChunks; c += kThreads) {
+    const int r = c / kChunks, ch = c % kChunks, p = row0 + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (p < rows) {
+      const float* src =
+          a.q + int64_t(q0 + p / group) * a.q_st + int64_t(kvh * group + p % group) * a.q_sh + ch * 8;
+      const float4 x0 = *reinterpret_cast<const float4*>(src);
+      const float4 x1 = *reinterpret_cast<const float4*>(src + 4);
+      v = make_uint4(pack2<C>(x0.x, x0.y), pack2<C>(x0.z, x0.w), pack2<C>(x1.x, x1.y),
+                     pack2<C>(x1.z, x1.w));
+    }
+    s_q[swizzle<D>(r, ch)] = v;
+  }
+  __syncthreads();
+
+  // This warp's 16 rows of q as MMA A fragments, one per 16 columns of the head.
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    ldmatrix_x4(qf[kk], &s_q[swizzle<D>(warp * 16 + (lane % 8) + 8 * ((lane / 8) % 2),
+                                        2 * kk + lane / 16)]);
+
+  // Each thread holds two rows of the warp's 16: g and g + 8, where g = lane / 4.
+  const int g = lane / 4, t4 = lane % 4;
+  int row_pos[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) row_pos[h] = pos0 + (row0 + warp * 16 + g + 8 * h) / group;
+  const float scale_log2 = a.scale * 1.4426950408889634f;  // scores in log2 units for exp2f
+
+  float o[D / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  // Warps past the last row (decode rows of a short group) only help load.
+  const bool active = row0 + warp * 16 < rows;
+  for (int i = 0; i < num_tiles; ++i) {
+    const int s = i % 2;
+    if (i + 1 < num_tiles) {
+      load_kv(i + 1, (i + 1) % 2);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (!active) {
+      __syncthreads();
+      continue;
+    }
+    const uint4* k_tile = s_k + s * kKeys * kChunks;
+    const uint4* v_tile = s_v + s * kKeys * kChunks;
+
+    // Scores of the warp's 16 rows against the 64 keys: eight 16x8 accumulators.
+    float sc[kKeys / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kKeys / 16; ++np) {
+        uint32_t kf[4];
+        ldmatrix_x4(kf, &k_tile[swizzle<D>(np * 16 + (lane % 8) + 8 * (lane / 16),
+                                           2 * kk + (lane / 8) % 2)]);
+        mma<C>(sc[2 * np], qf[kk], kf[0], kf[1]);
+        mma<C>(sc[2 * np + 1], qf[kk], kf[2], kf[3]);
+      }
+    }
+
+    const int j0 = kv_begin + i * kKeys;
+    const bool edge = j0 + kKeys - 1 > pos_lo || a.window > 0 || j0 + kKeys > kv_end;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < kKeys / 8; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = sc[nb][2 * h + e];
+          v *= scale_log2;
+          if (edge) {
+            const int j = j0 + nb * 8 + 2 * t4 + e;
+            if (j > row_pos[h] || (a.window > 0 && row_pos[h] - j >= a.window)) v = -INFINITY;
+          }
+          mx = fmaxf(mx, v);
+        }
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx);
+      const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet
+      const float corr = exp2f(m[h] - base);
+      float sum = 0.0f;
+#pragma unroll
+      for (int nb = 0; nb < kKeys / 8; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = sc[nb][2 * h + e];
+          v = exp2f(v - base);
+          sum += v;
+        }
+      }
+      l[h] = l[h] * corr + sum;  // this thread's share; the row's four threads add up at the end
+      m[h] = m_new;
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) o[nd][2 * h] *= corr, o[nd][2 * h + 1] *= corr;
+    }
+
+    // o += p @ v: the score accumulators of two adjacent key groups form one A fragment.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      const uint32_t pf[4] = {pack2<C>(sc[2 * kk][0], sc[2 * kk][1]),
+                              pack2<C>(sc[2 * kk][2], sc[2 * kk][3]),
+                              pack2<C>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                              pack2<C>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t vf[4];
+        ldmatrix_x4_trans(vf, &v_tile[swizzle<D>(kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2),
+                                                 2 * dp + lane / 16)]);
+        mma<C>(o[2 * dp], pf, vf[0], vf[1]);
+        mma<C>(o[2 * dp + 1], pf, vf[2], vf[3]);
+      }
+    }
+    __syncthreads();  // the next iteration's loads overwrite this stage
+  }
+
+  if (!active) return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int p = row0 + warp * 16 + g + 8 * h;
+    if (p >= rows) continue;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    float* dst = a.out + int64_t(q0 + p / group) * a.o_st + int64_t(kvh * group + p % group) * a.o_sh;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd)
+      *reinterpret_cast<float2*>(dst + nd * 8 + 2 * t4) =
+          make_float2(o[nd][2 * h] * inv, o[nd][2 * h + 1] * inv);
+  }
+}
+
+template <typename C, int D>
+void launch_for_dim(const AttnArgs<C>& a, int tokens, cudaStream_t stream) {
+  constexpr int kSmem = (kRows + 4 * kKeys) * D * 2;  // q, and two stages of k and v
+  // Above the 48 KiB default; set per call, as the limit is per device.
+  VLLM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<C, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  const int group = a.num_q_heads / a.num_kv_heads;
+  const int slots = static_cast<int>(int64_t(tokens) * group / kRows) + a.num_seqs;
+  const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(a.num_kv_heads));
+  flash_attention_kernel<C, D><<<grid, kThreads, kSmem, stream>>>(a);
+}
+
+}  // namespace
+
+template <typename C>
+bool flash_attention_supports(const AttnArgs<C>& a) {
+  if constexpr (std::is_same_v<C, float>) {
+    return false;
+  } else {
+    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    return (a.head_dim == 64 || a.head_dim == 128) && a.q_st % 4 == 0 && a.q_sh % 4 == 0 &&
+           a.o_st % 2 == 0 && a.o_sh % 2 == 0 && aligned(a.q) && aligned(a.out) &&
+           aligned(a.k_cache) && aligned(a.v_cache);
+  }
+}
+
+template <typename C>
+void launch_flash_attention(const AttnArgs<C>& a, int tokens, cudaStream_t stream) {
+  if constexpr (!std::is_same_v<C, float>) {
+    if (a.head_dim == 64) launch_for_dim<C, 64>(a, tokens, stream);
+    else launch_for_dim<C, 128>(a, tokens, stream);
+  }
+}
+
+template bool flash_attention_supports(const AttnArgs<float>&);
+template bool flash_attention_supports(const AttnArgs<__half>&);
+template bool flash_attention_supports(const AttnArgs<__nv_bfloat16>&);
+template void launch_flash_attention(const AttnArgs<float>&, int, cudaStream_t);
+template void launch_flash_attention(const AttnArgs<__half>&, int, cudaStream_t);
+template void launch_flash_attention(const AttnArgs<__nv_bfloat16>&, int, cudaStream_t);
+
+}  // namespace vllm::cuda
