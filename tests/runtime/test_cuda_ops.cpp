@@ -263,8 +263,8 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
   }
 }
 
-// Steps with prefill, and wide decode steps of grouped-query heads, over a bf16/f16 cache
-// take the tensor-core kernel (head_dim 64, 128; other sizes the per-token kernel). The
+// Every step over a bf16/f16 cache takes the tensor-core kernel (head_dim 64, 128; other
+// sizes the per-token kernel). The
 // reference is the CPU kernel over an f32 copy of the very cache the GPU reads, so the error
 // left is the kernel's: q and the softmax weights rounded to the 16-bit type (unit roundoff
 // 2^-9 for bf16, 2^-12 for f16, each stage adding about one). Bars, as ||diff|| / ||ref||
@@ -364,6 +364,10 @@ TEST_F(CudaOps, PagedAttention16BitCacheMatchesCpu) {
   std::uniform_int_distribution<int> len(1, 700);
   for (int& c : ctx) c = len(rng);
   check_16bit_attention(ctx, qlen, "decode");
+  // Few sequences over long contexts: the keys split over blocks (split-KV), in decode and in
+  // a short chunk whose rows sit at different positions.
+  check_16bit_attention({3000, 1, 700}, {1, 1, 1}, "split decode");
+  check_16bit_attention({2000}, {3}, "split chunk");
 }
 
 TEST_F(CudaOps, ArgmaxRowsMatchesCpu) {

@@ -1,6 +1,6 @@
-// Paged attention on CUDA. Over a 16-bit cache, steps with prefill tokens and wide decode
-// steps of grouped-query heads go to the tensor-core kernel (flash_attention.cu). Other
-// decode steps, f32 caches and other head sizes take the kernel here, which serves any mix of prefill, chunked prefill and decode: one
+// Paged attention on CUDA. Over a 16-bit cache with head_dim 64 or 128, every step goes to
+// the tensor-core kernel (flash_attention.cu). f32 caches and other head sizes take the
+// kernel here, which serves any mix of prefill, chunked prefill and decode: one
 // block of four warps per (query token, query head), each warp streaming keys of the
 // sequence's block table with an online softmax, warps merged at the end. When there are
 // few (token, head) pairs and long contexts, the key range is split over more blocks
@@ -168,44 +168,50 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     a.head_dim = head_dim;
     a.scale = scale;
     a.window = sliding_window;
-    // The tensor-core kernel when the step has prefill (more tokens than sequences), and for
-    // decode steps of grouped-query heads with enough sequences to fill the GPU with one
-    // block per (sequence, KV head): it loads each key once for the whole group, where the
-    // kernel below loads it once per query head.
-    const bool prefill = tokens > a.num_seqs;
-    const bool wide_gqa_decode = num_q_heads > a.num_kv_heads &&
-                                 int64_t(a.num_seqs) * a.num_kv_heads >= multiprocessors_;
-    if ((prefill || wide_gqa_decode) && flash_attention_supports(a)) {
-      launch_flash_attention(a, tokens, stream_);
-      VLLM_CUDA_LAUNCHED();
-      return;
-    }
-
-    // Split the keys when (token, head) pairs alone cannot fill the GPU and contexts are long.
     const int max_seq = meta.max_seq_len_bound > 0
                             ? meta.max_seq_len_bound
                             : *std::max_element(meta.seq_lens.begin(), meta.seq_lens.end());
-    const int pairs = tokens * num_q_heads;
+    // Split the keys when the step alone cannot fill the GPU twice over and there are enough
+    // keys to share, keeping tokens x heads x splits partial rows under 4 x multiprocessors
+    // (the bound DecoderModel::graph_arena_bytes reserves for).
+    const int64_t pairs = int64_t(tokens) * num_q_heads;
+    const auto choose_splits = [&](int64_t blocks, int key_chunk) {
+      const int64_t most = std::min<int64_t>(64, 4 * multiprocessors_ / pairs);
+      if (blocks >= 2 * multiprocessors_ || most < 2) return 1;
+      const int64_t want = std::min<int64_t>((max_seq + key_chunk - 1) / key_chunk,
+                                             (2 * multiprocessors_ + blocks - 1) / blocks);
+      return static_cast<int>(std::clamp<int64_t>(want, 1, most));
+    };
     int splits = 1;
-    if (pairs < 2 * multiprocessors_ && max_seq >= 512)
-      splits = std::clamp(
-          std::min((max_seq + 255) / 256, (2 * multiprocessors_ + pairs - 1) / pairs), 1, 64);
     Tensor part_o, part_ml;
-    if (splits > 1) {
-      part_o = Tensor::empty({int64_t(pairs) * splits, head_dim}, DType::F32, device());
-      part_ml = Tensor::empty({int64_t(pairs) * splits, 2}, DType::F32, device());
+    const auto alloc_partials = [&] {
+      if (splits == 1) return;
+      part_o = Tensor::empty({pairs * splits, head_dim}, DType::F32, device());
+      part_ml = Tensor::empty({pairs * splits, 2}, DType::F32, device());
       a.part_o = part_o.data<float>();
       a.part_ml = part_ml.data<float>();
-    }
-    switch ((head_dim + 31) / 32) {
-      case 1: launch<C, 1>(a, tokens, splits, stream_); break;
-      case 2: launch<C, 2>(a, tokens, splits, stream_); break;
-      case 3: launch<C, 3>(a, tokens, splits, stream_); break;
-      case 4: launch<C, 4>(a, tokens, splits, stream_); break;
-      case 5: launch<C, 5>(a, tokens, splits, stream_); break;
-      case 6: launch<C, 6>(a, tokens, splits, stream_); break;
-      case 7: launch<C, 7>(a, tokens, splits, stream_); break;
-      default: launch<C, 8>(a, tokens, splits, stream_); break;
+    };
+
+    if (flash_attention_supports(a)) {
+      // Tensor cores for every step over a 16-bit cache with a supported head size.
+      splits = choose_splits(int64_t(flash_attention_slots(a, tokens)) * a.num_kv_heads,
+                             flash_attention_key_tile());
+      alloc_partials();
+      launch_flash_attention(a, tokens, splits, stream_);
+    } else {
+      // Key chunks of 256 for the per-token kernel, whose blocks are one (token, head) each.
+      splits = max_seq >= 512 ? choose_splits(pairs, 256) : 1;
+      alloc_partials();
+      switch ((head_dim + 31) / 32) {
+        case 1: launch<C, 1>(a, tokens, splits, stream_); break;
+        case 2: launch<C, 2>(a, tokens, splits, stream_); break;
+        case 3: launch<C, 3>(a, tokens, splits, stream_); break;
+        case 4: launch<C, 4>(a, tokens, splits, stream_); break;
+        case 5: launch<C, 5>(a, tokens, splits, stream_); break;
+        case 6: launch<C, 6>(a, tokens, splits, stream_); break;
+        case 7: launch<C, 7>(a, tokens, splits, stream_); break;
+        default: launch<C, 8>(a, tokens, splits, stream_); break;
+      }
     }
     VLLM_CUDA_LAUNCHED();
     if (splits > 1) {

@@ -31,8 +31,13 @@ struct AttnArgs {
 // or 128, and q/out rows are aligned for vector access.
 template <typename C>
 bool flash_attention_supports(const AttnArgs<C>& a);
-// Launches it over `tokens` query tokens on `stream` (supports(a) must hold).
+// Its grid: blocks per KV head (some return at once), and keys per tile.
 template <typename C>
-void launch_flash_attention(const AttnArgs<C>& a, int tokens, cudaStream_t stream);
+int flash_attention_slots(const AttnArgs<C>& a, int tokens);
+int flash_attention_key_tile();
+// Launches it over `tokens` query tokens on `stream` (supports(a) must hold). splits > 1
+// leaves partial results in a.part_o / a.part_ml for the merge kernel.
+template <typename C>
+void launch_flash_attention(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream);
 
 }  // namespace vllm::cuda

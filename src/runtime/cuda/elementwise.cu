@@ -41,20 +41,42 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, RowAddr xa,
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) orow[i] = xr[i] * scale * w[i];
 }
 
+// Elements per thread that add_rms_norm keeps in registers (with their weights) across the
+// reduction, so that the second pass reads no memory; longer rows re-read the tail.
+constexpr int kNormHeld = 8;
+
 __global__ void add_rms_norm_kernel(const float* __restrict__ x, int64_t xs, float* residual,
                                     int64_t rs, const float* __restrict__ w, float eps,
                                     float* __restrict__ out, int64_t os, int64_t n) {
   const float* xr = x + blockIdx.x * xs;
   float* res = residual + blockIdx.x * rs;
   float* orow = out + blockIdx.x * os;
+  float held[kNormHeld], held_w[kNormHeld];
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+#pragma unroll
+  for (int c = 0; c < kNormHeld; ++c) {
+    const int64_t i = threadIdx.x + int64_t(c) * blockDim.x;
+    held[c] = held_w[c] = 0.0f;
+    if (i < n) {
+      held[c] = res[i] + xr[i];
+      held_w[c] = w[i];
+      res[i] = held[c];
+      ss += held[c] * held[c];
+    }
+  }
+  for (int64_t i = threadIdx.x + int64_t(kNormHeld) * blockDim.x; i < n; i += blockDim.x) {
     const float v = res[i] + xr[i];
     res[i] = v;
     ss += v * v;
   }
   const float scale = rsqrtf(block_sum(ss) / float(n) + eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) orow[i] = res[i] * scale * w[i];
+#pragma unroll
+  for (int c = 0; c < kNormHeld; ++c) {
+    const int64_t i = threadIdx.x + int64_t(c) * blockDim.x;
+    if (i < n) orow[i] = held[c] * scale * held_w[c];
+  }
+  for (int64_t i = threadIdx.x + int64_t(kNormHeld) * blockDim.x; i < n; i += blockDim.x)
+    orow[i] = res[i] * scale * w[i];
 }
 
 __global__ void add_kernel(const float* a, int64_t as, const float* b, int64_t bs, float* out,
@@ -154,28 +176,58 @@ __global__ void reshape_and_cache_kernel(const float* __restrict__ k, int64_t ks
   }
 }
 
-__global__ void argmax_kernel(const float* __restrict__ x, int64_t xs, int32_t* out, int64_t n) {
-  __shared__ float best_v[32];
-  __shared__ int64_t best_i[32];
-  const float* row = x + blockIdx.x * xs;
-  float bv = -INFINITY;
-  int64_t bi = n;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    if (row[i] > bv || bi == n) bv = row[i], bi = i;
-  // Ties go to the lower index, like a left-to-right scan.
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-  }
+// Argmax over column chunks: block (c, r) scans columns [c * len, (c + 1) * len) of row r and
+// leaves its best (value, index) in pv/pi, or the index in out when there is one chunk. Ties
+// go to the lower index, as in a left-to-right scan.
+constexpr int kArgmaxThreads = 256;
+
+__device__ __forceinline__ void argmax_pick(float& bv, int32_t& bi, float v, int32_t i) {
+  if (v > bv || (v == bv && i < bi)) bv = v, bi = i;
+}
+
+// The block's best pair, in thread 0.
+__device__ __forceinline__ void block_argmax(float& bv, int32_t& bi) {
+  __shared__ float sv[32];
+  __shared__ int32_t si[32];
+  for (int o = 16; o > 0; o >>= 1)
+    argmax_pick(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) best_v[warp] = bv, best_i[warp] = bi;
+  if (lane == 0) sv[warp] = bv, si[warp] = bi;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < int(blockDim.x / 32); ++w)
-      if (best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi)) bv = best_v[w], bi = best_i[w];
-    out[blockIdx.x] = static_cast<int32_t>(bi < n ? bi : 0);
+  if (threadIdx.x == 0)
+    for (int w = 1; w < int(blockDim.x / 32); ++w) argmax_pick(bv, bi, sv[w], si[w]);
+}
+
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_kernel(const float* __restrict__ x, int64_t xs, int64_t n, int64_t len,
+                  float* __restrict__ pv, int32_t* __restrict__ pi, int32_t* __restrict__ out) {
+  const int64_t r = blockIdx.y, begin = blockIdx.x * len, end = min(n, begin + len);
+  const float* row = x + r * xs;
+  float bv = -INFINITY;
+  int32_t bi = INT32_MAX;
+#pragma unroll 8
+  for (int64_t i = begin + threadIdx.x; i < end; i += kArgmaxThreads)
+    argmax_pick(bv, bi, row[i], static_cast<int32_t>(i));
+  block_argmax(bv, bi);
+  if (threadIdx.x != 0) return;
+  if (gridDim.x == 1) {
+    out[r] = bi == INT32_MAX ? 0 : bi;  // a row of NaNs gives 0
+  } else {
+    pv[r * gridDim.x + blockIdx.x] = bv;
+    pi[r * gridDim.x + blockIdx.x] = bi;
   }
+}
+
+__global__ void __launch_bounds__(32)
+    argmax_merge_kernel(const float* __restrict__ pv, const int32_t* __restrict__ pi, int chunks,
+                        int32_t* __restrict__ out) {
+  const int64_t r = blockIdx.x;
+  float bv = -INFINITY;
+  int32_t bi = INT32_MAX;
+  for (int c = threadIdx.x; c < chunks; c += 32) argmax_pick(bv, bi, pv[r * chunks + c], pi[r * chunks + c]);
+  for (int o = 16; o > 0; o >>= 1)
+    argmax_pick(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
+  if (threadIdx.x == 0) out[r] = bi == INT32_MAX ? 0 : bi;
 }
 
 unsigned rows_grid(int64_t rows) {
@@ -291,11 +343,28 @@ void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_
 }
 
 void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {
-  const int64_t rows = x.size(0);
+  const int64_t rows = x.size(0), n = x.size(1);
   if (rows == 0) return;
-  argmax_kernel<<<rows_grid(rows), 1024, 0, stream_>>>(x.data<float>(), row_stride(x),
-                                                       out.data<int32_t>(), x.size(1));
+  VLLM_CHECK(n <= int64_t(INT32_MAX) && rows <= 65535, "argmax of ", rows, " x ", n);
+  // Few rows (decode at small batch): spread each over blocks of >= 2,048 columns.
+  const int64_t chunks =
+      rows >= multiprocessors_ ? 1 : std::clamp<int64_t>(std::min((n + 2047) / 2048, 2 * multiprocessors_ / rows), 1, 1024);
+  const int64_t len = (n + chunks - 1) / chunks;
+  Tensor pv, pi;
+  if (chunks > 1) {
+    pv = Tensor::empty({rows * chunks}, DType::F32, device());
+    pi = Tensor::empty({rows * chunks}, DType::I32, device());
+  }
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));
+  argmax_kernel<<<grid, kArgmaxThreads, 0, stream_>>>(
+      x.data<float>(), row_stride(x), n, len, chunks > 1 ? pv.data<float>() : nullptr,
+      chunks > 1 ? pi.data<int32_t>() : nullptr, out.data<int32_t>());
   VLLM_CUDA_LAUNCHED();
+  if (chunks > 1) {
+    argmax_merge_kernel<<<rows_grid(rows), 32, 0, stream_>>>(pv.data<float>(), pi.data<int32_t>(),
+                                                          static_cast<int>(chunks), out.data<int32_t>());
+    VLLM_CUDA_LAUNCHED();
+  }
 }
 
 }  // namespace vllm::cuda

@@ -9,6 +9,10 @@
 // Precision: q and the softmax weights are rounded to the cache's 16-bit type for the
 // m16n8k16 MMAs; scores, the softmax and the output accumulate in f32.
 //
+// Split-KV: with gridDim.z > 1, each block takes an equal share of the key tiles and leaves
+// unnormalised partial results (and its running max in natural-log units and sum) for
+// attention.cu's merge kernel, as the per-token kernel does.
+//
 // Tiles: sequence b owns the grid slots [start(b), start(b + 1)) with
 // start(b) = floor(query_start_loc[b] * G / 64) + b, which leaves it at least
 // ceil(q_len * G / 64) of them for any lengths; a block whose slot has no rows returns.
@@ -125,6 +129,10 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
   const int kv_end = pos_hi + 1;
   const int num_tiles = (kv_end - kv_begin + kKeys - 1) / kKeys;
 
+  const int splits = gridDim.z, per_split = (num_tiles + splits - 1) / splits;
+  const int tile_begin = blockIdx.z * per_split;
+  const int tile_end = min(num_tiles, tile_begin + per_split);
+
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks;
   const int64_t slot_elems = int64_t(a.num_kv_heads) * D;
@@ -143,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
     }
     cp_async_commit();
   };
-  load_kv(0, 0);
+  if (tile_begin < tile_end) load_kv(tile_begin, 0);
 
   // The query rows, rounded to C; rows past the sequence's end are zero.
   for (int c = tid; c < kRows * kChunks; c += kThreads) {
@@ -180,10 +188,10 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
 
   // Warps past the last row (decode rows of a short group) only help load.
   const bool active = row0 + warp * 16 < rows;
-  for (int i = 0; i < num_tiles; ++i) {
-    const int s = i % 2;
-    if (i + 1 < num_tiles) {
-      load_kv(i + 1, (i + 1) % 2);
+  for (int i = tile_begin; i < tile_end; ++i) {
+    const int s = (i - tile_begin) % 2;
+    if (i + 1 < tile_end) {
+      load_kv(i + 1, 1 - s);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
@@ -276,8 +284,17 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int p = row0 + warp * 16 + g + 8 * h;
     if (p >= rows) continue;
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    float* dst = a.out + int64_t(q0 + p / group) * a.o_st + int64_t(kvh * group + p % group) * a.o_sh;
+    const int token = q0 + p / group, head = kvh * group + p % group;
+    float* dst;
+    float inv = 1.0f;
+    if (splits == 1) {
+      dst = a.out + int64_t(token) * a.o_st + int64_t(head) * a.o_sh;
+      inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    } else {
+      const int64_t part = (int64_t(token) * a.num_q_heads + head) * splits + blockIdx.z;
+      dst = a.part_o + part * D;
+      if (t4 == 0) a.part_ml[part * 2] = m[h] * 0.6931471805599453f, a.part_ml[part * 2 + 1] = sum;
+    }
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd)
       *reinterpret_cast<float2*>(dst + nd * 8 + 2 * t4) =
@@ -285,15 +302,21 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
   }
 }
 
+}  // namespace
+
+template <typename C>
+int flash_attention_slots(const AttnArgs<C>& a, int tokens);
+
+namespace {
+
 template <typename C, int D>
-void launch_for_dim(const AttnArgs<C>& a, int tokens, cudaStream_t stream) {
+void launch_for_dim(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream) {
   constexpr int kSmem = (kRows + 4 * kKeys) * D * 2;  // q, and two stages of k and v
   // Above the 48 KiB default; set per call, as the limit is per device.
   VLLM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<C, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  const int group = a.num_q_heads / a.num_kv_heads;
-  const int slots = static_cast<int>(int64_t(tokens) * group / kRows) + a.num_seqs;
-  const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(a.num_kv_heads));
+  const dim3 grid(static_cast<unsigned>(flash_attention_slots(a, tokens)),
+                  static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(splits));
   flash_attention_kernel<C, D><<<grid, kThreads, kSmem, stream>>>(a);
 }
 
@@ -312,18 +335,29 @@ bool flash_attention_supports(const AttnArgs<C>& a) {
 }
 
 template <typename C>
-void launch_flash_attention(const AttnArgs<C>& a, int tokens, cudaStream_t stream) {
+int flash_attention_slots(const AttnArgs<C>& a, int tokens) {
+  const int group = a.num_q_heads / a.num_kv_heads;
+  return static_cast<int>(int64_t(tokens) * group / kRows) + a.num_seqs;
+}
+
+int flash_attention_key_tile() { return kKeys; }
+
+template <typename C>
+void launch_flash_attention(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream) {
   if constexpr (!std::is_same_v<C, float>) {
-    if (a.head_dim == 64) launch_for_dim<C, 64>(a, tokens, stream);
-    else launch_for_dim<C, 128>(a, tokens, stream);
+    if (a.head_dim == 64) launch_for_dim<C, 64>(a, tokens, splits, stream);
+    else launch_for_dim<C, 128>(a, tokens, splits, stream);
   }
 }
 
 template bool flash_attention_supports(const AttnArgs<float>&);
 template bool flash_attention_supports(const AttnArgs<__half>&);
 template bool flash_attention_supports(const AttnArgs<__nv_bfloat16>&);
-template void launch_flash_attention(const AttnArgs<float>&, int, cudaStream_t);
-template void launch_flash_attention(const AttnArgs<__half>&, int, cudaStream_t);
-template void launch_flash_attention(const AttnArgs<__nv_bfloat16>&, int, cudaStream_t);
+template int flash_attention_slots(const AttnArgs<float>&, int);
+template int flash_attention_slots(const AttnArgs<__half>&, int);
+template int flash_attention_slots(const AttnArgs<__nv_bfloat16>&, int);
+template void launch_flash_attention(const AttnArgs<float>&, int, int, cudaStream_t);
+template void launch_flash_attention(const AttnArgs<__half>&, int, int, cudaStream_t);
+template void launch_flash_attention(const AttnArgs<__nv_bfloat16>&, int, int, cudaStream_t);
 
 }  // namespace vllm::cuda

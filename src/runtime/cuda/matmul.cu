@@ -26,7 +26,7 @@ __global__ void convert_rows(const float* __restrict__ x, int64_t x_stride, T* _
 
 constexpr int kGemvMaxRows = 8;
 constexpr int kGemvWarps = 4;  // output columns per block, one per warp
-constexpr int kGemvUnroll = 4;  // 16-byte weight loads in flight per lane
+constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane
 
 __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8], const __nv_bfloat16*) {
   const auto* h = reinterpret_cast<const __nv_bfloat162*>(&u);
