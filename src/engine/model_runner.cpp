@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
+
 #include "runtime/ops.h"
 #include "util/check.h"
 
@@ -42,20 +44,65 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
   std::unordered_map<std::string, StepSample> result;
   if (b.token_ids.empty()) return result;
   Tensor logits = model_.forward(b, cache_);
-  // On a GPU, when every sampled request is plain greedy, the argmax is taken there and only
-  // the token ids travel; otherwise the logits come to the host sampler.
-  std::vector<int32_t> device_tokens;
+  // On a GPU, requests whose sampling is plain (model/sampling_params.h) draw their token
+  // there and only ids travel: an argmax when all of them are greedy, else sample_rows with
+  // each request's own uniform draw. Which path a request takes depends on its parameters
+  // alone, so a seeded request gets the same tokens in any batch. Other rows' logits come to
+  // the host sampler.
+  // The logits row a batch row samples from: after its prompt-logprobs rows, if any.
+  const auto sample_row = [&](int batch_row) {
+    const auto& s = out.scheduled[inputs_.scheduled_index(batch_row)];
+    const State& st = *step_states_[inputs_.scheduled_index(batch_row)];
+    int row = inputs_.first_logits_row(batch_row);
+    if (st.wants_prompt_logprobs())
+      row += std::clamp(static_cast<int>(st.request.prompt.size()) - 1 - s.num_computed_tokens, 0,
+                        s.num_scheduled_tokens);
+    return row;
+  };
+  std::vector<int32_t> device_tokens;  // by logits row; -1: sampled on the host
   if (logits.device() != kCpu) {
-    bool plain = !any_prompt_logits;
-    for (const State* st : step_states_) plain &= st->request.params.plain_greedy();
-    if (plain) {
-      Tensor ids = Tensor::empty({logits.size(0)}, DType::I32, logits.device());
-      argmax_rows(logits, ids);
-      const Tensor host = ids.to(kCpu);
-      device_tokens.assign(host.data<int32_t>(), host.data<int32_t>() + host.numel());
-    } else {
-      logits = logits.to(kCpu);
+    const int64_t rows = logits.size(0);
+    device_tokens.assign(rows, -1);
+    std::vector<float> params(rows * 4, 0.0f);  // unset rows: greedy, and ignored
+    std::vector<int32_t> top_k(rows, 0);
+    std::vector<char> on_device(rows, 0);
+    bool all_device = !any_prompt_logits, all_greedy = true;
+    for (int batch_row = 0; batch_row < inputs_.num_rows(); ++batch_row) {
+      const int k = inputs_.scheduled_index(batch_row);
+      if (!out.scheduled[k].sample) continue;
+      State& st = *step_states_[k];
+      const SamplingParams& p = st.request.params;
+      const int row = sample_row(batch_row);
+      if (!p.plain()) {
+        all_device = false;
+        continue;
+      }
+      on_device[row] = 1;
+      if (p.greedy()) continue;
+      all_greedy = false;
+      params[row * 4] = p.temperature;
+      params[row * 4 + 1] = p.top_p;
+      params[row * 4 + 2] = p.min_p;
+      params[row * 4 + 3] = static_cast<float>(std::min(st.sampler.draw_uniform(), 0.99999994));
+      top_k[row] = p.top_k;
     }
+    if (std::find(on_device.begin(), on_device.end(), 1) != on_device.end()) {
+      Tensor ids = Tensor::empty({rows}, DType::I32, logits.device());
+      if (all_greedy) {
+        argmax_rows(logits, ids);
+      } else {
+        const auto host_tensor = [](auto& v, DType dt, std::vector<int64_t> shape) {
+          return Tensor::from_blob(v.data(), std::move(shape), dt, nullptr);
+        };
+        const Device d = logits.device();
+        sample_rows(logits, host_tensor(params, DType::F32, {rows, 4}).to(d),
+                    host_tensor(top_k, DType::I32, {rows}).to(d), ids);
+      }
+      const Tensor host = ids.to(kCpu);
+      for (int64_t r = 0; r < rows; ++r)
+        if (on_device[r]) device_tokens[r] = host.data<int32_t>()[r];
+    }
+    if (!all_device) logits = logits.to(kCpu);
   }
   const int vocab = model_.config().vocab_size;
   for (int batch_row = 0; batch_row < inputs_.num_rows(); ++batch_row) {
@@ -80,7 +127,7 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
       st.prompt_logprobs.clear();
       st.prompt_logprobs_sent = true;
     }
-    if (!device_tokens.empty()) {
+    if (!device_tokens.empty() && device_tokens[row] >= 0) {
       st.sampler.append(device_tokens[row]);
       res.token_ids.push_back(device_tokens[row]);
       continue;

@@ -31,6 +31,9 @@ class SamplerState {
  public:
   SamplerState(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed);
   void append(int32_t token);  // a token generated (or forced) for this sequence
+  // The draw a non-greedy sample makes, for a sampler elsewhere (runtime/ops.h sample_rows):
+  // uniform in [0, 1) from this sequence's generator.
+  double draw_uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
   const std::vector<int32_t>& output() const { return output_; }
 
  private:

@@ -32,13 +32,14 @@ struct SamplingParams {
   bool skip_special_tokens = true;
 
   bool greedy() const { return temperature < 1e-5f; }
-  // Greedy with nothing that edits or reports the distribution: the argmax of the raw logits
-  // is the whole answer, so it can be taken where the logits are (on the GPU).
-  bool plain_greedy() const {
-    return greedy() && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
-           repetition_penalty == 1.0f && min_tokens == 0 && bad_words_ids.empty() &&
-           logit_bias.empty() && allowed_token_ids.empty() && !logprobs && !prompt_logprobs;
+  // Nothing edits or reports the distribution beyond temperature, top-k, top-p and min-p:
+  // the token can be drawn where the logits are (on the GPU: runtime/ops.h sample_rows).
+  bool plain() const {
+    return presence_penalty == 0.0f && frequency_penalty == 0.0f && repetition_penalty == 1.0f &&
+           min_tokens == 0 && bad_words_ids.empty() && logit_bias.empty() &&
+           allowed_token_ids.empty() && !logprobs && !prompt_logprobs;
   }
+  bool plain_greedy() const { return greedy() && plain(); }
 };
 
 }  // namespace vllm

@@ -17,6 +17,9 @@ std::shared_ptr<void> Backend::end_capture() { throw Error(device().str() + " ca
 void Backend::replay(const std::shared_ptr<void>&) {
   throw Error(device().str() + " cannot replay graphs");
 }
+void Backend::sample_rows(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  throw Error(device().str() + " samples on the host (model/sampler.h), not with sample_rows");
+}
 
 Device parse_device(const std::string& name) {
   if (name == "cpu") return kCpu;

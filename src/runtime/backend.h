@@ -54,6 +54,11 @@ class Backend {
                                Tensor& out) = 0;
   // out[R] (i32) = index of the largest element of each row of x[R, C]; ties: lowest index.
   virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;
+  // out[R] (i32) = a token drawn from each row of logits[R, V] by params[R, 4] (temperature,
+  // top_p, min_p, uniform u in [0, 1)) and top_k[R] (i32, <= 0 off); see ops.h. Accelerators
+  // only: on the CPU the host sampler (model/sampler.h) reads the logits where they are.
+  virtual void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& top_k,
+                           Tensor& out);
 };
 
 // The backend serving `device`; throws if that backend is not compiled in or not present.

@@ -214,4 +214,23 @@ void argmax_rows(const Tensor& x, Tensor& out) {
   backend_for(out.device()).argmax_rows(x, out);
 }
 
+void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& top_k, Tensor& out) {
+  expect(logits, "logits", 2, DType::F32);
+  expect(params, "params", 2, DType::F32);
+  expect(top_k, "top_k", 1, DType::I32);
+  expect(out, "out", 1, DType::I32);
+  const int64_t rows = logits.size(0);
+  VLLM_CHECK(params.size(0) == rows && params.size(1) == 4 && top_k.size(0) == rows &&
+                 out.size(0) == rows && logits.size(1) > 0 && logits.size(1) <= INT32_MAX,
+             "sample_rows of ", logits.shape_str(), " with params ", params.shape_str(),
+             ", top_k ", top_k.shape_str(), " into ", out.shape_str());
+  inner_packed(logits, "logits");
+  VLLM_CHECK(params.is_contiguous() && top_k.is_contiguous() && out.is_contiguous(),
+             "sample_rows params, top_k and out must be contiguous");
+  same_device(logits, params);
+  same_device(logits, top_k);
+  same_device(logits, out);
+  backend_for(out.device()).sample_rows(logits, params, top_k, out);
+}
+
 }  // namespace vllm

@@ -71,5 +71,12 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
 // out[R] i32 = argmax of each row of x[R, C] f32 (the first of equal maxima): greedy sampling
 // where the logits live, so that only token ids travel.
 void argmax_rows(const Tensor& x, Tensor& out);
+// out[R] i32 = one token per row of logits[R, V] f32, drawn where the logits live. params[R, 4]
+// f32 per row: temperature (< 1e-5: greedy), top_p, min_p, and u, a uniform draw in [0, 1)
+// from the request's generator; top_k[R] i32 (<= 0: off). Kept: the top_k largest logits,
+// then the smallest head of those (by descending probability) holding top_p of their mass,
+// then those with probability >= min_p x the largest; ties at a threshold are all kept. The
+// token is where u x (kept mass) falls in the kept tokens' cumulative mass in index order.
+void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& top_k, Tensor& out);
 
 }  // namespace vllm

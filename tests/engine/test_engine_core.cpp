@@ -365,3 +365,40 @@ TEST(CudaEngine, GreedyMatchesCpuWithGraphsAndPressure) {
     EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
   }
 }
+
+// Sampling on the GPU (runtime/ops.h sample_rows): a seeded request with temperature, top-k
+// and top-p draws the same tokens alone and in a batch beside greedy requests, other sampled
+// requests and one whose logprobs send its row to the host sampler; and it does sample (its
+// tokens are not the greedy ones).
+TEST(CudaEngine, SeededSamplingSameAloneOrBatched) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  LoadedModel gpu = load_model("fixtures/tiny/llama", {}, Device{DeviceKind::Cuda, 0});
+  auto prompts = random_prompts(8, 3, 40, 384, 33);
+  SamplingParams sampled = greedy(24);
+  sampled.temperature = 0.8f;
+  sampled.top_k = 20;
+  sampled.top_p = 0.9f;
+  sampled.seed = 7;
+  EngineConfig cfg;
+  cfg.max_model_len = 128;
+  cfg.block_size = 4;
+  cfg.kv_cache_memory = 2000 * gpu.model->kv_bytes_per_token();
+  const auto run = [&](const std::vector<std::pair<std::vector<int32_t>, SamplingParams>>& reqs) {
+    EngineCore core(*gpu.model, nullptr, cfg);
+    for (size_t i = 0; i < reqs.size(); ++i) core.add_request(std::to_string(i), reqs[i].first, reqs[i].second);
+    return run_all(core);
+  };
+  const auto alone = run({{prompts[0], sampled}});
+  std::vector<std::pair<std::vector<int32_t>, SamplingParams>> batch = {{prompts[0], sampled}};
+  for (size_t i = 1; i < prompts.size(); ++i) {
+    SamplingParams p = i % 3 == 0 ? greedy(24) : sampled;
+    p.seed = 100 + i;
+    if (i == 4) p.logprobs = 2;  // the host sampler's path
+    batch.emplace_back(prompts[i], p);
+  }
+  const auto together = run(batch);
+  EXPECT_EQ(together.at("0/0").tokens, alone.at("0/0").tokens);
+  EXPECT_EQ(together.at("0/0").tokens.size(), 24u);
+  const auto greedy_run = run({{prompts[0], greedy(24)}});
+  EXPECT_NE(greedy_run.at("0/0").tokens, alone.at("0/0").tokens) << "temperature 0.8 gave the greedy tokens";
+}

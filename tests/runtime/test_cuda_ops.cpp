@@ -64,10 +64,12 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
   // f32 weights: a true f32 GEMM; f16/bf16 weights: up to 8 rows take the GEMV (x in f32,
   // like the CPU), more rows cuBLASLt with x rounded to the weight's type on the GPU, so the
   // bound is that rounding: ~2^-8 relative for bf16. K = 100 is not a multiple of 8: no GEMV.
+  // K = 2056, 5000 and 14336 give the GEMV two and four warps per column, the last with two
+  // rounds of loads per lane.
   const std::pair<DType, double> cases[] = {
       {DType::F32, 1e-6}, {DType::F16, 2e-3}, {DType::BF16, 1e-2}};
   for (auto [dt, tol] : cases)
-    for (int64_t k : {136, 100})
+    for (int64_t k : {136, 100, 2056, 5000, 14336})
     for (int64_t m : {1, 5, 8, 37, 300}) {
       Tensor x = randn({m, k});
       Tensor w32 = randn({70, k}, 0.1f);
@@ -368,6 +370,87 @@ TEST_F(CudaOps, PagedAttention16BitCacheMatchesCpu) {
   // a short chunk whose rows sit at different positions.
   check_16bit_attention({3000, 1, 700}, {1, 1, 1}, "split decode");
   check_16bit_attention({2000}, {3}, "split chunk");
+}
+
+// sample_rows against its definition (runtime/ops.h), computed here in double: the top_k
+// largest logits (ties to the lower index), then the shortest head of those by descending
+// probability whose mass reaches top_p, then probability >= min_p x the largest; the token is
+// where u x (kept mass) falls in the kept tokens' cumulative mass in index order. 400 values
+// of u per parameter set; a draw within 1e-6 of the mass of a boundary may go either way and
+// is not compared (the kernel sums in 2^-40 fixed point).
+TEST_F(CudaOps, SampleRowsMatchesDefinition) {
+  struct Case { float temperature, top_p, min_p; int top_k; };
+  const Case cases[] = {{0.7f, 1.0f, 0.0f, 50}, {1.0f, 0.9f, 0.0f, 0},   {1.3f, 0.8f, 0.05f, 100},
+                        {1.0f, 1.0f, 0.0f, 0},  {0.0f, 0.5f, 0.0f, 10}, {1.0f, 0.3f, 0.0f, 1},
+                        {0.5f, 0.95f, 0.1f, 0}, {2.0f, 1.0f, 0.0f, 40000}};
+  const int64_t V = 50000;
+  const int draws = 400;
+  for (const Case& c : cases) {
+    Tensor row = randn({1, V}, 3.0f);
+    const float* l = row.data<float>();
+    Tensor logits = Tensor::empty({draws, V}, DType::F32);
+    Tensor params = Tensor::empty({draws, 4}, DType::F32);
+    Tensor top_k = Tensor::empty({draws}, DType::I32);
+    for (int d = 0; d < draws; ++d) {
+      std::copy_n(l, V, logits.data<float>() + d * V);
+      const float u = (d + 0.5f) / draws;
+      const float p[4] = {c.temperature, c.top_p, c.min_p, u};
+      std::copy_n(p, 4, params.data<float>() + d * 4);
+      top_k.data<int32_t>()[d] = c.top_k;
+    }
+    Tensor out = Tensor::empty({draws}, DType::I32, kGpu);
+    sample_rows(logits.to(kGpu), params.to(kGpu), top_k.to(kGpu), out);
+    Tensor got = host(out);
+    Tensor again = Tensor::empty({draws}, DType::I32, kGpu);
+    sample_rows(logits.to(kGpu), params.to(kGpu), top_k.to(kGpu), again);
+    Tensor got2 = host(again);
+
+    // The definition.
+    std::vector<int32_t> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    std::vector<char> kept(V, 0);
+    if (c.temperature < 1e-5f || c.top_k == 1) {
+      kept[order[0]] = 1;
+    } else {
+      const int k = c.top_k > 0 ? std::min<int64_t>(c.top_k, V) : V;
+      const double mx = l[order[0]];
+      std::vector<double> prob(k);
+      double z = 0;
+      for (int i = 0; i < k; ++i) z += prob[i] = std::exp((l[order[i]] - mx) / c.temperature);
+      int keep = k;
+      if (c.top_p < 1.0f) {
+        double cum = 0;
+        for (int i = 0; i < k; ++i)
+          if ((cum += prob[i] / z) >= c.top_p) { keep = i + 1; break; }
+      }
+      for (int i = 0; i < keep; ++i) kept[order[i]] = prob[i] >= c.min_p * prob[0];
+    }
+    std::vector<double> weight(V, 0.0);
+    double total = 0;
+    for (int64_t i = 0; i < V; ++i)
+      if (kept[i]) total += weight[i] = c.temperature < 1e-5f ? 1.0 : std::exp((l[i] - l[order[0]]) / c.temperature);
+    int compared = 0;
+    for (int d = 0; d < draws; ++d) {
+      EXPECT_EQ(got.data<int32_t>()[d], got2.data<int32_t>()[d]) << "not deterministic";
+      const double target = (d + 0.5) / draws * total;
+      double cum = 0;
+      int32_t want = -1;
+      bool near_boundary = false;
+      for (int64_t i = 0; i < V && want < 0; ++i) {
+        if (!kept[i]) continue;
+        cum += weight[i];
+        near_boundary |= std::fabs(cum - target) < 1e-6 * total;
+        if (target < cum) want = static_cast<int32_t>(i);
+      }
+      if (near_boundary) continue;
+      ++compared;
+      EXPECT_EQ(got.data<int32_t>()[d], want)
+          << "T=" << c.temperature << " top_p=" << c.top_p << " min_p=" << c.min_p
+          << " top_k=" << c.top_k << " u=" << (d + 0.5) / draws;
+    }
+    EXPECT_GT(compared, draws * 9 / 10);
+  }
 }
 
 TEST_F(CudaOps, ArgmaxRowsMatchesCpu) {

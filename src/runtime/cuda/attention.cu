@@ -22,6 +22,7 @@ constexpr int kWarps = 4;
 template <typename C, int E>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const AttnArgs<C> a) {
+  pdl_begin();
   const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int D = a.head_dim;
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 __global__ void merge_splits_kernel(const float* __restrict__ part_o,
                                     const float* __restrict__ part_ml, int splits, int heads,
                                     int head_dim, float* out, int64_t o_st, int64_t o_sh) {
+  pdl_begin();
   const int t = blockIdx.x, h = blockIdx.y;
   const int64_t base = (int64_t(t) * heads + h) * splits;
   float mx = -INFINITY;
@@ -128,10 +130,10 @@ __global__ void merge_splits_kernel(const float* __restrict__ part_o,
 }
 
 template <typename C, int E>
-void launch(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream) {
+void launch_per_token(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(a.num_q_heads),
                   static_cast<unsigned>(splits));
-  paged_attention_kernel<C, E><<<grid, kWarps * 32, 0, stream>>>(a);
+  launch(paged_attention_kernel<C, E>, grid, kWarps * 32, 0, stream, a);
 }
 
 }  // namespace
@@ -194,6 +196,7 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
 
     if (flash_attention_supports(a)) {
       // Tensor cores for every step over a 16-bit cache with a supported head size.
+      // Key chunks of one tile: chunks of four (fewer merges) made the 1B-shape decode 2% slower.
       splits = choose_splits(int64_t(flash_attention_slots(a, tokens)) * a.num_kv_heads,
                              flash_attention_key_tile());
       alloc_partials();
@@ -203,20 +206,20 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
       splits = max_seq >= 512 ? choose_splits(pairs, 256) : 1;
       alloc_partials();
       switch ((head_dim + 31) / 32) {
-        case 1: launch<C, 1>(a, tokens, splits, stream_); break;
-        case 2: launch<C, 2>(a, tokens, splits, stream_); break;
-        case 3: launch<C, 3>(a, tokens, splits, stream_); break;
-        case 4: launch<C, 4>(a, tokens, splits, stream_); break;
-        case 5: launch<C, 5>(a, tokens, splits, stream_); break;
-        case 6: launch<C, 6>(a, tokens, splits, stream_); break;
-        case 7: launch<C, 7>(a, tokens, splits, stream_); break;
-        default: launch<C, 8>(a, tokens, splits, stream_); break;
+        case 1: launch_per_token<C, 1>(a, tokens, splits, stream_); break;
+        case 2: launch_per_token<C, 2>(a, tokens, splits, stream_); break;
+        case 3: launch_per_token<C, 3>(a, tokens, splits, stream_); break;
+        case 4: launch_per_token<C, 4>(a, tokens, splits, stream_); break;
+        case 5: launch_per_token<C, 5>(a, tokens, splits, stream_); break;
+        case 6: launch_per_token<C, 6>(a, tokens, splits, stream_); break;
+        case 7: launch_per_token<C, 7>(a, tokens, splits, stream_); break;
+        default: launch_per_token<C, 8>(a, tokens, splits, stream_); break;
       }
     }
     VLLM_CUDA_LAUNCHED();
     if (splits > 1) {
       const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(num_q_heads));
-      merge_splits_kernel<<<grid, row_threads(head_dim), 0, stream_>>>(
+      launch(merge_splits_kernel, grid, row_threads(head_dim), 0, stream_, 
           part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, head_dim,
           out.data<float>(), row_stride(out), row_stride(out, 1));
       VLLM_CUDA_LAUNCHED();

@@ -4,6 +4,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #include "runtime/tensor.h"
 #include "util/check.h"
 
@@ -16,6 +18,52 @@
 #define VLLM_CUDA_LAUNCHED() VLLM_CUDA_CHECK(cudaGetLastError())
 
 namespace vllm::cuda {
+
+// Programmatic dependent launch (sm_90 and later). Every kernel of this backend is launched
+// with launch() below and starts with pdl_wait(), which returns once the kernels before it
+// on the stream have finished and their writes are visible; then pdl_launch_dependents()
+// lets the next kernel's blocks be scheduled while this one runs, so that the gap between
+// kernels is spent on the next kernel's set-up (and, for the GEMV, its first weight loads,
+// which depend on nothing). Every kernel must call pdl_wait() in every block before it ends:
+// a kernel that skipped it could finish before its predecessor, and its successor would then
+// read unfinished data.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+// Both, for kernels with nothing to do before their inputs are ready.
+__device__ __forceinline__ void pdl_begin() {
+  pdl_wait();
+  pdl_launch_dependents();
+}
+
+// Whether launches ask for programmatic serialization: devices of compute capability 9.0 and
+// up, unless VLLM_CUDA_PDL=0 (for A/B timing).
+bool pdl_enabled();
+
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  if (err != cudaSuccess)
+    throw Error(std::string("CUDA error: ") + cudaGetErrorString(err));
+}
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }

@@ -5,11 +5,25 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "runtime/cuda/common.cuh"
 #include "runtime/device.h"
 
 namespace vllm::cuda {
+
+bool pdl_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VLLM_CUDA_PDL");
+    if (env && std::string(env) == "0") return false;
+    int device = 0, major = 0;
+    return cudaGetDevice(&device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+           major >= 9;
+  }();
+  return enabled;
+}
 
 CudaBackend::CudaBackend(int index) : index_(index) {
   VLLM_CUDA_CHECK(cudaSetDevice(index));

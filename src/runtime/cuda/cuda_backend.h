@@ -47,6 +47,8 @@ class CudaBackend final : public Backend {
                        const AttentionMeta& meta, float scale, int sliding_window,
                        Tensor& out) override;
   void argmax_rows(const Tensor& x, Tensor& out) override;
+  void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& top_k,
+                   Tensor& out) override;
 
   CUstream_st* stream() const { return stream_; }
   int multiprocessors() const { return multiprocessors_; }

@@ -15,6 +15,7 @@ template <typename T>
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
                                  int64_t table_stride, float* __restrict__ out,
                                  int64_t out_stride, int64_t dim) {
+  pdl_begin();
   const int64_t t = blockIdx.x;
   const T* row = table + int64_t(ids[t]) * table_stride;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
@@ -33,6 +34,7 @@ struct RowAddr {
 __global__ void rms_norm_kernel(const float* __restrict__ x, RowAddr xa,
                                 const float* __restrict__ w, float eps, float* __restrict__ out,
                                 RowAddr oa, int64_t n) {
+  pdl_begin();
   const float* xr = x + xa(blockIdx.x);
   float* orow = out + oa(blockIdx.x);
   float ss = 0.0f;
@@ -48,6 +50,7 @@ constexpr int kNormHeld = 8;
 __global__ void add_rms_norm_kernel(const float* __restrict__ x, int64_t xs, float* residual,
                                     int64_t rs, const float* __restrict__ w, float eps,
                                     float* __restrict__ out, int64_t os, int64_t n) {
+  pdl_begin();
   const float* xr = x + blockIdx.x * xs;
   float* res = residual + blockIdx.x * rs;
   float* orow = out + blockIdx.x * os;
@@ -81,12 +84,14 @@ __global__ void add_rms_norm_kernel(const float* __restrict__ x, int64_t xs, flo
 
 __global__ void add_kernel(const float* a, int64_t as, const float* b, int64_t bs, float* out,
                            int64_t os, int64_t n) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     out[r * os + i] = a[r * as + i] + b[r * bs + i];
 }
 
 __global__ void add_bias_kernel(float* x, int64_t xs, const float* __restrict__ bias, int64_t n) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) x[r * xs + i] += bias[i];
 }
@@ -103,6 +108,7 @@ struct RopeArgs {
 // One block per token: the angles first (ggml's repeated-product chain needs them in order),
 // then every (head, pair) rotated.
 __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions, const RopeArgs a) {
+  pdl_begin();
   __shared__ float cos_s[kMaxRotaryPairs], sin_s[kMaxRotaryPairs];
   const int64_t t = blockIdx.x;
   const int32_t pos = positions[t];
@@ -141,6 +147,7 @@ __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions, con
 
 __global__ void silu_and_mul_kernel(const float* __restrict__ gu, int64_t gs,
                                     float* __restrict__ out, int64_t os, int64_t f) {
+  pdl_begin();
   const int64_t r = blockIdx.y;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < f;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -151,6 +158,7 @@ __global__ void silu_and_mul_kernel(const float* __restrict__ gu, int64_t gs,
 
 __global__ void softmax_kernel(const float* __restrict__ x, int64_t xs, float* __restrict__ out,
                                int64_t os, int64_t n) {
+  pdl_begin();
   const float* in = x + blockIdx.x * xs;
   float* o = out + blockIdx.x * os;
   float mx = -INFINITY;
@@ -167,6 +175,7 @@ __global__ void reshape_and_cache_kernel(const float* __restrict__ k, int64_t ks
                                          const float* __restrict__ v, int64_t vs,
                                          C* __restrict__ k_cache, C* __restrict__ v_cache,
                                          const int32_t* __restrict__ slots, int64_t row) {
+  pdl_begin();
   const int64_t t = blockIdx.x;
   const int64_t slot = slots[t];
   if (slot < 0) return;
@@ -201,6 +210,7 @@ __device__ __forceinline__ void block_argmax(float& bv, int32_t& bi) {
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_kernel(const float* __restrict__ x, int64_t xs, int64_t n, int64_t len,
                   float* __restrict__ pv, int32_t* __restrict__ pi, int32_t* __restrict__ out) {
+  pdl_begin();
   const int64_t r = blockIdx.y, begin = blockIdx.x * len, end = min(n, begin + len);
   const float* row = x + r * xs;
   float bv = -INFINITY;
@@ -221,6 +231,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 __global__ void __launch_bounds__(32)
     argmax_merge_kernel(const float* __restrict__ pv, const int32_t* __restrict__ pi, int chunks,
                         int32_t* __restrict__ out) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   float bv = -INFINITY;
   int32_t bi = INT32_MAX;
@@ -243,7 +254,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
   VLLM_CHECK(ids.is_contiguous(), "embedding ids must be contiguous");
   dispatch_float_type(table.dtype(), [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    embedding_kernel<T><<<rows_grid(t), row_threads(d / 4), 0, stream_>>>(
+    launch(embedding_kernel<T>, rows_grid(t), row_threads(d / 4), 0, stream_, 
         ids.data<int32_t>(), table.data<T>(), row_stride(table), out.data<float>(),
         row_stride(out), d);
   });
@@ -256,7 +267,7 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
   if (rows == 0) return;
   const RowAddr xa{row_stride(x), x.ndim() == 3 ? row_stride(x, 1) : 0, heads};
   const RowAddr oa{row_stride(out), out.ndim() == 3 ? row_stride(out, 1) : 0, heads};
-  rms_norm_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+  launch(rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
       x.data<float>(), xa, weight.data<float>(), eps, out.data<float>(), oa, n);
   VLLM_CUDA_LAUNCHED();
 }
@@ -265,7 +276,7 @@ void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight
                                Tensor& out) {
   const int64_t rows = x.size(0), n = x.size(1);
   if (rows == 0) return;
-  add_rms_norm_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+  launch(add_rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
       x.data<float>(), row_stride(x), residual.data<float>(), row_stride(residual),
       weight.data<float>(), eps, out.data<float>(), row_stride(out), n);
   VLLM_CUDA_LAUNCHED();
@@ -274,7 +285,7 @@ void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   const int64_t rows = a.size(0), n = a.size(1);
   if (rows == 0) return;
-  add_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+  launch(add_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
       a.data<float>(), row_stride(a), b.data<float>(), row_stride(b), out.data<float>(),
       row_stride(out), n);
   VLLM_CUDA_LAUNCHED();
@@ -283,7 +294,7 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
 void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {
   const int64_t rows = x.size(0), n = x.size(1);
   if (rows == 0) return;
-  add_bias_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+  launch(add_bias_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
       x.data<float>(), row_stride(x), bias.data<float>(), n);
   VLLM_CUDA_LAUNCHED();
 }
@@ -305,7 +316,7 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& par
   a.mscale = params.mscale;
   a.theta_scale = params.theta_scale;
   a.freq_scale = params.freq_scale;
-  rope_kernel<<<rows_grid(t), row_threads(a.heads * a.half), 0, stream_>>>(
+  launch(rope_kernel, rows_grid(t), row_threads(a.heads * a.half), 0, stream_, 
       x.data<float>(), positions.data<int32_t>(), a);
   VLLM_CUDA_LAUNCHED();
 }
@@ -316,7 +327,7 @@ void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
   VLLM_CHECK(rows <= 65535, "silu_and_mul rows ", rows);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((f + 255) / 256, 64)),
                   static_cast<unsigned>(rows));
-  silu_and_mul_kernel<<<grid, 256, 0, stream_>>>(gate_up.data<float>(), row_stride(gate_up),
+  launch(silu_and_mul_kernel, grid, 256, 0, stream_, gate_up.data<float>(), row_stride(gate_up),
                                                  out.data<float>(), row_stride(out), f);
   VLLM_CUDA_LAUNCHED();
 }
@@ -324,7 +335,7 @@ void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
 void CudaBackend::softmax(const Tensor& x, Tensor& out) {
   const int64_t rows = x.size(0), n = x.size(1);
   if (rows == 0) return;
-  softmax_kernel<<<rows_grid(rows), row_threads(n / 4), 0, stream_>>>(
+  launch(softmax_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
       x.data<float>(), row_stride(x), out.data<float>(), row_stride(out), n);
   VLLM_CUDA_LAUNCHED();
 }
@@ -335,7 +346,7 @@ void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_
   if (t == 0) return;
   dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
-    reshape_and_cache_kernel<C><<<rows_grid(t), row_threads(row / 2), 0, stream_>>>(
+    launch(reshape_and_cache_kernel<C>, rows_grid(t), row_threads(row / 2), 0, stream_, 
         k.data<float>(), row_stride(k), v.data<float>(), row_stride(v), k_cache.data<C>(),
         v_cache.data<C>(), slot_mapping.data<int32_t>(), row);
   });
@@ -356,12 +367,12 @@ void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {
     pi = Tensor::empty({rows * chunks}, DType::I32, device());
   }
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));
-  argmax_kernel<<<grid, kArgmaxThreads, 0, stream_>>>(
+  launch(argmax_kernel, grid, kArgmaxThreads, 0, stream_, 
       x.data<float>(), row_stride(x), n, len, chunks > 1 ? pv.data<float>() : nullptr,
       chunks > 1 ? pi.data<int32_t>() : nullptr, out.data<int32_t>());
   VLLM_CUDA_LAUNCHED();
   if (chunks > 1) {
-    argmax_merge_kernel<<<rows_grid(rows), 32, 0, stream_>>>(pv.data<float>(), pi.data<int32_t>(),
+    launch(argmax_merge_kernel, rows_grid(rows), 32, 0, stream_, pv.data<float>(), pi.data<int32_t>(),
                                                           static_cast<int>(chunks), out.data<int32_t>());
     VLLM_CUDA_LAUNCHED();
   }

@@ -102,6 +102,7 @@ __device__ __forceinline__ int tile_start(const int32_t* query_start_loc, int b,
 
 template <typename C, int D>
 __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArgs<C> a) {
+  pdl_begin();
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   extern __shared__ uint4 smem[];
   uint4* s_q = smem;                    // [kRows][kChunks]
@@ -317,7 +318,7 @@ void launch_for_dim(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t s
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const dim3 grid(static_cast<unsigned>(flash_attention_slots(a, tokens)),
                   static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(splits));
-  flash_attention_kernel<C, D><<<grid, kThreads, kSmem, stream>>>(a);
+  launch(flash_attention_kernel<C, D>, grid, kThreads, kSmem, stream, a);
 }
 
 }  // namespace

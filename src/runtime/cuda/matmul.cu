@@ -19,13 +19,14 @@ namespace {
 template <typename T>
 __global__ void convert_rows(const float* __restrict__ x, int64_t x_stride, T* __restrict__ y,
                              int64_t rows, int64_t cols) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_float<T>(x[(i / cols) * x_stride + i % cols]);
 }
 
 constexpr int kGemvMaxRows = 8;
-constexpr int kGemvWarps = 4;  // output columns per block, one per warp
+constexpr int kGemvWarps = 4;  // warps per block
 constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane
 
 __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8], const __nv_bfloat16*) {
@@ -45,28 +46,38 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8], const __h
   }
 }
 
-// One warp per output column n: lanes stride over K in 8-element (16-byte) pieces of w[n],
-// each multiplied into all M rows of x; a warp reduction gives out[:, n].
-template <typename W, int M>
+// Each output column n takes WPC warps of a block (a block covers kGemvWarps / WPC columns):
+// their lanes stride over K in 8-element (16-byte) pieces of w[n], each multiplied into all
+// M rows of x, and a warp then block reduction gives out[:, n]. WPC is chosen so that a lane
+// has about one round of kGemvUnroll loads: a row read in several dependent rounds would
+// wait out the memory latency once per round. The first round is issued before pdl_wait():
+// weights depend on no earlier kernel, so they stream in while the previous kernel finishes.
+template <typename W, int M, int WPC>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_kernel(const float* __restrict__ x, int64_t ldx, const W* __restrict__ w, int64_t k,
                 int64_t n, float* __restrict__ out, int64_t ldo) {
-  const int lane = threadIdx.x % 32;
-  const int64_t col = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
-  if (col >= n) return;
-  const uint4* wrow = reinterpret_cast<const uint4*>(w + col * k);
-  const int64_t pieces = k / 8;
-  float acc[M] = {};
-  for (int64_t p0 = lane; p0 < pieces; p0 += 32 * kGemvUnroll) {
-    uint4 wv[kGemvUnroll];
+  constexpr int kStride = 32 * WPC;  // lanes sharing one column
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int part = (warp % WPC) * 32 + lane;
+  const int64_t col = int64_t(blockIdx.x) * (kGemvWarps / WPC) + warp / WPC;
+  const int64_t pieces = col < n ? k / 8 : 0;
+  const uint4* wrow = reinterpret_cast<const uint4*>(w + (col < n ? col : 0) * k);
+  uint4 wv[kGemvUnroll];
+  const auto load_round = [&](int64_t p0) {
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; ++u) {
-      const int64_t p = p0 + u * 32;
+      const int64_t p = p0 + u * kStride;
       wv[u] = p < pieces ? __ldg(wrow + p) : make_uint4(0, 0, 0, 0);
     }
+  };
+  load_round(part);
+  pdl_begin();
+  float acc[M] = {};
+  for (int64_t p0 = part; p0 < pieces; p0 += kStride * kGemvUnroll) {
+    if (p0 != part) load_round(p0);
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; ++u) {
-      const int64_t p = p0 + u * 32;
+      const int64_t p = p0 + u * kStride;
       if (p >= pieces) break;
       float wf[8];
       unpack8(wv[u], wf, static_cast<const W*>(nullptr));
@@ -80,28 +91,51 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     }
   }
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const float v = warp_sum(acc[m]);
-    if (lane == 0) out[m * ldo + col] = v;
+  for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
+  if constexpr (WPC > 1) {
+    __shared__ float partial[kGemvWarps][M];
+    if (lane == 0)
+#pragma unroll
+      for (int m = 0; m < M; ++m) partial[warp][m] = acc[m];
+    __syncthreads();
+    if (warp % WPC != 0) return;
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int i = 1; i < WPC; ++i) acc[m] += partial[warp + i][m];
   }
+  if (col >= n || lane != 0) return;
+#pragma unroll
+  for (int m = 0; m < M; ++m) out[m * ldo + col] = acc[m];
 }
 
-template <typename W>
-void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, cudaStream_t stream) {
+template <typename W, int WPC>
+void launch_gemv_split(const Tensor& x, const Tensor& w, Tensor& out, cudaStream_t stream) {
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
-  const auto grid = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
+  constexpr int kCols = kGemvWarps / WPC;
+  const auto grid = static_cast<unsigned>((n + kCols - 1) / kCols);
   const float* xp = x.data<float>();
   const W* wp = w.data<W>();
   float* op = out.data<float>();
   const int64_t ldx = row_stride(x), ldo = row_stride(out);
   switch (m) {
-#define VLLM_GEMV_CASE(M) \
-  case M: gemv_kernel<W, M><<<grid, kGemvWarps * 32, 0, stream>>>(xp, ldx, wp, k, n, op, ldo); break;
+#define VLLM_GEMV_CASE(M)                                                                      \
+  case M:                                                                                      \
+    launch(gemv_kernel<W, M, WPC>, grid, kGemvWarps * 32, 0, stream, xp, ldx, wp, k, n, op, ldo); \
+    break;
     VLLM_GEMV_CASE(1) VLLM_GEMV_CASE(2) VLLM_GEMV_CASE(3) VLLM_GEMV_CASE(4)
     VLLM_GEMV_CASE(5) VLLM_GEMV_CASE(6) VLLM_GEMV_CASE(7) VLLM_GEMV_CASE(8)
 #undef VLLM_GEMV_CASE
     default: VLLM_CHECK(false, "gemv rows ", m);
   }
+}
+
+template <typename W>
+void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, cudaStream_t stream) {
+  const int64_t rounds = (w.size(1) / 8 + 32 * kGemvUnroll - 1) / (32 * kGemvUnroll);
+  if (rounds <= 1) launch_gemv_split<W, 1>(x, w, out, stream);
+  else if (rounds == 2) launch_gemv_split<W, 2>(x, w, out, stream);
+  else launch_gemv_split<W, 4>(x, w, out, stream);
 }
 
 // The GEMV needs 16-byte aligned rows of x and w.
@@ -189,7 +223,7 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
     const auto grid = static_cast<unsigned>(std::min<int64_t>((m * k + 255) / 256, 4096));
     dispatch_float_type(wt, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
-      convert_rows<T><<<grid, 256, 0, stream_>>>(x.data<float>(), ldb, converted.data<T>(), m, k);
+      launch(convert_rows<T>, grid, 256, 0, stream_, x.data<float>(), ldb, converted.data<T>(), m, k);
     });
     VLLM_CUDA_LAUNCHED();
     b = converted.raw();
