@@ -1,7 +1,7 @@
-// Paged attention on tensor cores for steps with prefill tokens, in the manner of
-// FlashAttention-2: a block of four warps takes a tile of 64 query rows for one KV head and
-// streams the sequence's keys and values through shared memory in tiles of 64, with an
-// online softmax kept in registers.
+// Paged attention on tensor cores, in the manner of FlashAttention-2: a block of four warps
+// takes a tile of 64 query rows for one KV head and streams the sequence's keys and values
+// through shared memory in tiles of 64, with an online softmax kept in registers. A block
+// with at most 16 rows (decode) splits each key tile over its warps instead (see `narrow`).
 //
 // GQA: the rows of a tile are (token, query head) pairs of one sequence and one KV head,
 // token-major, so the query heads sharing a KV head share every key/value load.
@@ -100,6 +100,81 @@ __device__ __forceinline__ int tile_start(const int32_t* query_start_loc, int b,
   return static_cast<int>(int64_t(query_start_loc[b]) * group / kRows) + b;
 }
 
+// One warp's part of a key tile for its 16 query rows: NB groups of 8 keys from tile row
+// `first` (the whole tile: NB = 8; a warp's quarter in narrow blocks: NB = 2), whose first key
+// is at position j0; their scores, the online-softmax update of m, l and o, and o += p v.
+template <typename C, int D, int NB>
+__device__ __forceinline__ void attend(const uint4* k_tile, const uint4* v_tile, int first,
+                                       const uint32_t (&qf)[D / 16][4], int j0, bool edge,
+                                       const int (&row_pos)[2], int window, float scale_log2,
+                                       float (&o)[D / 8][4], float (&m)[2], float (&l)[2]) {
+  const int lane = threadIdx.x % 32, t4 = lane % 4;
+  float sc[NB][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int np = 0; np < NB / 2; ++np) {
+      uint32_t kf[4];
+      ldmatrix_x4(kf, &k_tile[swizzle<D>(first + np * 16 + (lane % 8) + 8 * (lane / 16),
+                                         2 * kk + (lane / 8) % 2)]);
+      mma<C>(sc[2 * np], qf[kk], kf[0], kf[1]);
+      mma<C>(sc[2 * np + 1], qf[kk], kf[2], kf[3]);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& v = sc[nb][2 * h + e];
+        v *= scale_log2;
+        if (edge) {
+          const int j = j0 + nb * 8 + 2 * t4 + e;
+          if (j > row_pos[h] || (window > 0 && row_pos[h] - j >= window)) v = -INFINITY;
+        }
+        mx = fmaxf(mx, v);
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[h], mx);
+    const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet
+    const float corr = exp2f(m[h] - base);
+    float sum = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& v = sc[nb][2 * h + e];
+        v = exp2f(v - base);
+        sum += v;
+      }
+    }
+    l[h] = l[h] * corr + sum;  // this thread's share; the row's four threads add up at the end
+    m[h] = m_new;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) o[nd][2 * h] *= corr, o[nd][2 * h + 1] *= corr;
+  }
+  // o += p @ v: the score accumulators of two adjacent key groups form one A fragment.
+#pragma unroll
+  for (int kk = 0; kk < NB / 2; ++kk) {
+    const uint32_t pf[4] = {pack2<C>(sc[2 * kk][0], sc[2 * kk][1]),
+                            pack2<C>(sc[2 * kk][2], sc[2 * kk][3]),
+                            pack2<C>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                            pack2<C>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t vf[4];
+      ldmatrix_x4_trans(vf, &v_tile[swizzle<D>(first + kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2),
+                                               2 * dp + lane / 16)]);
+      mma<C>(o[2 * dp], pf, vf[0], vf[1]);
+      mma<C>(o[2 * dp + 1], pf, vf[2], vf[3]);
+    }
+  }
+}
+
 template <typename C, int D>
 __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArgs<C> a) {
   pdl_begin();
@@ -170,25 +245,31 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
   }
   __syncthreads();
 
-  // This warp's 16 rows of q as MMA A fragments, one per 16 columns of the head.
+  // A narrow block (at most 16 rows: decode, or a short chunk's last rows) gives all four
+  // warps the same 16 rows and a quarter of each key tile each, merging them at the end;
+  // otherwise each warp takes 16 rows and whole tiles.
+  const bool narrow = rows - row0 <= 16;
+  const int wrow = narrow ? 0 : warp * 16;  // the warp's first row in the tile
+
+  // The warp's 16 rows of q as MMA A fragments, one per 16 columns of the head.
   uint32_t qf[D / 16][4];
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    ldmatrix_x4(qf[kk], &s_q[swizzle<D>(warp * 16 + (lane % 8) + 8 * ((lane / 8) % 2),
+    ldmatrix_x4(qf[kk], &s_q[swizzle<D>(wrow + (lane % 8) + 8 * ((lane / 8) % 2),
                                         2 * kk + lane / 16)]);
 
   // Each thread holds two rows of the warp's 16: g and g + 8, where g = lane / 4.
   const int g = lane / 4, t4 = lane % 4;
   int row_pos[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) row_pos[h] = pos0 + (row0 + warp * 16 + g + 8 * h) / group;
+  for (int h = 0; h < 2; ++h) row_pos[h] = pos0 + (row0 + wrow + g + 8 * h) / group;
   const float scale_log2 = a.scale * 1.4426950408889634f;  // scores in log2 units for exp2f
 
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-  // Warps past the last row (decode rows of a short group) only help load.
-  const bool active = row0 + warp * 16 < rows;
+  // In wide blocks, warps past the last row only help load.
+  const bool active = narrow || row0 + warp * 16 < rows;
   for (int i = tile_begin; i < tile_end; ++i) {
     const int s = (i - tile_begin) % 2;
     if (i + 1 < tile_end) {
@@ -198,83 +279,59 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (!active) {
-      __syncthreads();
-      continue;
-    }
     const uint4* k_tile = s_k + s * kKeys * kChunks;
     const uint4* v_tile = s_v + s * kKeys * kChunks;
+    const int first = narrow ? warp * 16 : 0, keys = narrow ? 16 : kKeys;
+    const int j0 = kv_begin + i * kKeys + first;
+    // Masks are needed where a key may lie past a row's position, before its window, or
+    // past the keys loaded.
+    const bool edge = j0 + keys - 1 > pos_lo || a.window > 0 || j0 + keys > kv_end;
+    if (narrow)
+      attend<C, D, 2>(k_tile, v_tile, first, qf, j0, edge, row_pos, a.window, scale_log2, o, m, l);
+    else if (active)
+      attend<C, D, 8>(k_tile, v_tile, first, qf, j0, edge, row_pos, a.window, scale_log2, o, m, l);
+    __syncthreads();  // the next iteration's loads overwrite this stage
+  }
 
-    // Scores of the warp's 16 rows against the 64 keys: eight 16x8 accumulators.
-    float sc[kKeys / 8][4] = {};
+  if (narrow) {
+    // Merge the four warps' partial results into warp 0, through the (now idle) K/V stages:
+    // o as [warp][row][D] floats (exactly the K stages' size), m and l per thread.
+    float* s_o = reinterpret_cast<float*>(s_k);
+    float* s_ml = reinterpret_cast<float*>(s_v);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) {
-        uint32_t kf[4];
-        ldmatrix_x4(kf, &k_tile[swizzle<D>(np * 16 + (lane % 8) + 8 * (lane / 16),
-                                           2 * kk + (lane / 8) % 2)]);
-        mma<C>(sc[2 * np], qf[kk], kf[0], kf[1]);
-        mma<C>(sc[2 * np + 1], qf[kk], kf[2], kf[3]);
-      }
-    }
-
-    const int j0 = kv_begin + i * kKeys;
-    const bool edge = j0 + kKeys - 1 > pos_lo || a.window > 0 || j0 + kKeys > kv_end;
+      for (int nd = 0; nd < D / 8; ++nd)
+        *reinterpret_cast<float2*>(&s_o[(warp * 16 + g + 8 * h) * D + nd * 8 + 2 * t4]) =
+            make_float2(o[nd][2 * h], o[nd][2 * h + 1]);
+    *reinterpret_cast<float4*>(&s_ml[(warp * 32 + lane) * 4]) = make_float4(m[0], m[1], l[0], l[1]);
+    __syncthreads();
+    if (warp != 0) return;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int nb = 0; nb < kKeys / 8; ++nb) {
+      for (int w = 0; w < kThreads / 32; ++w) mx = fmaxf(mx, s_ml[(w * 32 + lane) * 4 + h]);
+      float f[kThreads / 32];
+      l[h] = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& v = sc[nb][2 * h + e];
-          v *= scale_log2;
-          if (edge) {
-            const int j = j0 + nb * 8 + 2 * t4 + e;
-            if (j > row_pos[h] || (a.window > 0 && row_pos[h] - j >= a.window)) v = -INFINITY;
-          }
-          mx = fmaxf(mx, v);
-        }
+      for (int w = 0; w < kThreads / 32; ++w) {
+        const float mw = s_ml[(w * 32 + lane) * 4 + h];
+        f[w] = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
+        l[h] += f[w] * s_ml[(w * 32 + lane) * 4 + 2 + h];
       }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx);
-      const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet
-      const float corr = exp2f(m[h] - base);
-      float sum = 0.0f;
+      m[h] = mx;
 #pragma unroll
-      for (int nb = 0; nb < kKeys / 8; ++nb) {
+      for (int nd = 0; nd < D / 8; ++nd) {
+        float2 acc = make_float2(0.0f, 0.0f);
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& v = sc[nb][2 * h + e];
-          v = exp2f(v - base);
-          sum += v;
+        for (int w = 0; w < kThreads / 32; ++w) {
+          const float2 v = *reinterpret_cast<const float2*>(&s_o[(w * 16 + g + 8 * h) * D + nd * 8 + 2 * t4]);
+          acc.x += f[w] * v.x, acc.y += f[w] * v.y;
         }
-      }
-      l[h] = l[h] * corr + sum;  // this thread's share; the row's four threads add up at the end
-      m[h] = m_new;
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd) o[nd][2 * h] *= corr, o[nd][2 * h + 1] *= corr;
-    }
-
-    // o += p @ v: the score accumulators of two adjacent key groups form one A fragment.
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      const uint32_t pf[4] = {pack2<C>(sc[2 * kk][0], sc[2 * kk][1]),
-                              pack2<C>(sc[2 * kk][2], sc[2 * kk][3]),
-                              pack2<C>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                              pack2<C>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t vf[4];
-        ldmatrix_x4_trans(vf, &v_tile[swizzle<D>(kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2),
-                                                 2 * dp + lane / 16)]);
-        mma<C>(o[2 * dp], pf, vf[0], vf[1]);
-        mma<C>(o[2 * dp + 1], pf, vf[2], vf[3]);
+        o[nd][2 * h] = acc.x, o[nd][2 * h + 1] = acc.y;
       }
     }
-    __syncthreads();  // the next iteration's loads overwrite this stage
   }
 
   if (!active) return;
@@ -283,7 +340,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
     float sum = l[h];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int p = row0 + warp * 16 + g + 8 * h;
+    const int p = row0 + wrow + g + 8 * h;
     if (p >= rows) continue;
     const int token = q0 + p / group, head = kvh * group + p % group;
     float* dst;
