@@ -17,6 +17,11 @@
 //   mismatch where llama.cpp's top-2 gap is < 0.05 nat is a near tie. It does not hold
 //   today (5 of 10 prompts diverge at gaps 0.06 to 0.40), so it is DISABLED_ and run by hand:
 //   build/test_model --gtest_also_run_disabled_tests --gtest_filter='SmolLM2*'
+//   llama.cpp is not stable at that level against itself: evaluating the same tokens in one
+//   batch or one at a time moves its top-2 gap by a median of ~0.08 nat and up to 0.79 nat
+//   (tools/llamacpp_schedule_noise.py; docs/benchmarks.md). Holding the rule needs ggml's
+//   kernels reproduced bit for bit in each schedule (its batched f16 products, its
+//   single-token dot products, its SIMD exp), not just the same precision.
 #include <gtest/gtest.h>
 
 #include <filesystem>
