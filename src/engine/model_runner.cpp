@@ -44,11 +44,6 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
   std::unordered_map<std::string, StepSample> result;
   if (b.token_ids.empty()) return result;
   Tensor logits = model_.forward(b, cache_);
-  // On a GPU, requests whose sampling is plain (model/sampling_params.h) draw their token
-  // there and only ids travel: an argmax when all of them are greedy, else sample_rows with
-  // each request's own uniform draw. Which path a request takes depends on its parameters
-  // alone, so a seeded request gets the same tokens in any batch. Other rows' logits come to
-  // the host sampler.
   // The logits row a batch row samples from: after its prompt-logprobs rows, if any.
   const auto sample_row = [&](int batch_row) {
     const auto& s = out.scheduled[inputs_.scheduled_index(batch_row)];
@@ -59,6 +54,11 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
                         s.num_scheduled_tokens);
     return row;
   };
+  // On a GPU, requests whose sampling is plain (model/sampling_params.h) draw their token
+  // there and only ids travel: an argmax when all of them are greedy, else sample_rows with
+  // each request's own uniform draw. Which path a request takes depends on its parameters
+  // alone, so a seeded request gets the same tokens in any batch. Other rows' logits come to
+  // the host sampler.
   std::vector<int32_t> device_tokens;  // by logits row; -1: sampled on the host
   if (logits.device() != kCpu) {
     const int64_t rows = logits.size(0);

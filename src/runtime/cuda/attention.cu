@@ -17,7 +17,6 @@ namespace {
 
 constexpr int kWarps = 4;
 
-
 // E = elements of the head each lane owns (head_dim <= 32 * E).
 template <typename C, int E>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -219,7 +218,7 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     VLLM_CUDA_LAUNCHED();
     if (splits > 1) {
       const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(num_q_heads));
-      launch(merge_splits_kernel, grid, row_threads(head_dim), 0, stream_, 
+      launch(merge_splits_kernel, grid, row_threads(head_dim), 0, stream_,
           part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, head_dim,
           out.data<float>(), row_stride(out), row_stride(out, 1));
       VLLM_CUDA_LAUNCHED();

@@ -18,9 +18,9 @@ bool pdl_enabled() {
     const char* env = std::getenv("VLLM_CUDA_PDL");
     if (env && std::string(env) == "0") return false;
     int device = 0, major = 0;
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-           major >= 9;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
+    const auto attr = cudaDevAttrComputeCapabilityMajor;
+    return cudaDeviceGetAttribute(&major, attr, device) == cudaSuccess && major >= 9;
   }();
   return enabled;
 }

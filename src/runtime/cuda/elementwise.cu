@@ -235,7 +235,8 @@ __global__ void __launch_bounds__(32)
   const int64_t r = blockIdx.x;
   float bv = -INFINITY;
   int32_t bi = INT32_MAX;
-  for (int c = threadIdx.x; c < chunks; c += 32) argmax_pick(bv, bi, pv[r * chunks + c], pi[r * chunks + c]);
+  for (int c = threadIdx.x; c < chunks; c += 32)
+    argmax_pick(bv, bi, pv[r * chunks + c], pi[r * chunks + c]);
   for (int o = 16; o > 0; o >>= 1)
     argmax_pick(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
   if (threadIdx.x == 0) out[r] = bi == INT32_MAX ? 0 : bi;
@@ -254,7 +255,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
   VLLM_CHECK(ids.is_contiguous(), "embedding ids must be contiguous");
   dispatch_float_type(table.dtype(), [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    launch(embedding_kernel<T>, rows_grid(t), row_threads(d / 4), 0, stream_, 
+    launch(embedding_kernel<T>, rows_grid(t), row_threads(d / 4), 0, stream_,
         ids.data<int32_t>(), table.data<T>(), row_stride(table), out.data<float>(),
         row_stride(out), d);
   });
@@ -267,7 +268,7 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
   if (rows == 0) return;
   const RowAddr xa{row_stride(x), x.ndim() == 3 ? row_stride(x, 1) : 0, heads};
   const RowAddr oa{row_stride(out), out.ndim() == 3 ? row_stride(out, 1) : 0, heads};
-  launch(rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
+  launch(rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       x.data<float>(), xa, weight.data<float>(), eps, out.data<float>(), oa, n);
   VLLM_CUDA_LAUNCHED();
 }
@@ -276,7 +277,7 @@ void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight
                                Tensor& out) {
   const int64_t rows = x.size(0), n = x.size(1);
   if (rows == 0) return;
-  launch(add_rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
+  launch(add_rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       x.data<float>(), row_stride(x), residual.data<float>(), row_stride(residual),
       weight.data<float>(), eps, out.data<float>(), row_stride(out), n);
   VLLM_CUDA_LAUNCHED();
@@ -285,7 +286,7 @@ void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   const int64_t rows = a.size(0), n = a.size(1);
   if (rows == 0) return;
-  launch(add_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
+  launch(add_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       a.data<float>(), row_stride(a), b.data<float>(), row_stride(b), out.data<float>(),
       row_stride(out), n);
   VLLM_CUDA_LAUNCHED();
@@ -294,7 +295,7 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
 void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {
   const int64_t rows = x.size(0), n = x.size(1);
   if (rows == 0) return;
-  launch(add_bias_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
+  launch(add_bias_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       x.data<float>(), row_stride(x), bias.data<float>(), n);
   VLLM_CUDA_LAUNCHED();
 }
@@ -316,7 +317,7 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& par
   a.mscale = params.mscale;
   a.theta_scale = params.theta_scale;
   a.freq_scale = params.freq_scale;
-  launch(rope_kernel, rows_grid(t), row_threads(a.heads * a.half), 0, stream_, 
+  launch(rope_kernel, rows_grid(t), row_threads(a.heads * a.half), 0, stream_,
       x.data<float>(), positions.data<int32_t>(), a);
   VLLM_CUDA_LAUNCHED();
 }
@@ -328,14 +329,14 @@ void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((f + 255) / 256, 64)),
                   static_cast<unsigned>(rows));
   launch(silu_and_mul_kernel, grid, 256, 0, stream_, gate_up.data<float>(), row_stride(gate_up),
-                                                 out.data<float>(), row_stride(out), f);
+      out.data<float>(), row_stride(out), f);
   VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::softmax(const Tensor& x, Tensor& out) {
   const int64_t rows = x.size(0), n = x.size(1);
   if (rows == 0) return;
-  launch(softmax_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, 
+  launch(softmax_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       x.data<float>(), row_stride(x), out.data<float>(), row_stride(out), n);
   VLLM_CUDA_LAUNCHED();
 }
@@ -346,7 +347,7 @@ void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_
   if (t == 0) return;
   dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
-    launch(reshape_and_cache_kernel<C>, rows_grid(t), row_threads(row / 2), 0, stream_, 
+    launch(reshape_and_cache_kernel<C>, rows_grid(t), row_threads(row / 2), 0, stream_,
         k.data<float>(), row_stride(k), v.data<float>(), row_stride(v), k_cache.data<C>(),
         v_cache.data<C>(), slot_mapping.data<int32_t>(), row);
   });
@@ -359,7 +360,9 @@ void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {
   VLLM_CHECK(n <= int64_t(INT32_MAX) && rows <= 65535, "argmax of ", rows, " x ", n);
   // Few rows (decode at small batch): spread each over blocks of >= 2,048 columns.
   const int64_t chunks =
-      rows >= multiprocessors_ ? 1 : std::clamp<int64_t>(std::min((n + 2047) / 2048, 2 * multiprocessors_ / rows), 1, 1024);
+      rows >= multiprocessors_
+          ? 1
+          : std::clamp<int64_t>(std::min((n + 2047) / 2048, 2 * multiprocessors_ / rows), 1, 1024);
   const int64_t len = (n + chunks - 1) / chunks;
   Tensor pv, pi;
   if (chunks > 1) {
@@ -367,13 +370,13 @@ void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {
     pi = Tensor::empty({rows * chunks}, DType::I32, device());
   }
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));
-  launch(argmax_kernel, grid, kArgmaxThreads, 0, stream_, 
+  launch(argmax_kernel, grid, kArgmaxThreads, 0, stream_,
       x.data<float>(), row_stride(x), n, len, chunks > 1 ? pv.data<float>() : nullptr,
       chunks > 1 ? pi.data<int32_t>() : nullptr, out.data<int32_t>());
   VLLM_CUDA_LAUNCHED();
   if (chunks > 1) {
-    launch(argmax_merge_kernel, rows_grid(rows), 32, 0, stream_, pv.data<float>(), pi.data<int32_t>(),
-                                                          static_cast<int>(chunks), out.data<int32_t>());
+    launch(argmax_merge_kernel, rows_grid(rows), 32, 0, stream_, pv.data<float>(),
+        pi.data<int32_t>(), static_cast<int>(chunks), out.data<int32_t>());
     VLLM_CUDA_LAUNCHED();
   }
 }

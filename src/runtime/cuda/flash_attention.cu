@@ -234,8 +234,8 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
     const int r = c / kChunks, ch = c % kChunks, p = row0 + r;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (p < rows) {
-      const float* src =
-          a.q + int64_t(q0 + p / group) * a.q_st + int64_t(kvh * group + p % group) * a.q_sh + ch * 8;
+      const float* src = a.q + int64_t(q0 + p / group) * a.q_st +
+                         int64_t(kvh * group + p % group) * a.q_sh + ch * 8;
       const float4 x0 = *reinterpret_cast<const float4*>(src);
       const float4 x1 = *reinterpret_cast<const float4*>(src + 4);
       v = make_uint4(pack2<C>(x0.x, x0.y), pack2<C>(x0.z, x0.w), pack2<C>(x1.x, x1.y),
@@ -326,7 +326,8 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
         float2 acc = make_float2(0.0f, 0.0f);
 #pragma unroll
         for (int w = 0; w < kThreads / 32; ++w) {
-          const float2 v = *reinterpret_cast<const float2*>(&s_o[(w * 16 + g + 8 * h) * D + nd * 8 + 2 * t4]);
+          const float2 v = *reinterpret_cast<const float2*>(
+              &s_o[(w * 16 + g + 8 * h) * D + nd * 8 + 2 * t4]);
           acc.x += f[w] * v.x, acc.y += f[w] * v.y;
         }
         o[nd][2 * h] = acc.x, o[nd][2 * h + 1] = acc.y;

@@ -223,7 +223,8 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
     const auto grid = static_cast<unsigned>(std::min<int64_t>((m * k + 255) / 256, 4096));
     dispatch_float_type(wt, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
-      launch(convert_rows<T>, grid, 256, 0, stream_, x.data<float>(), ldb, converted.data<T>(), m, k);
+      launch(convert_rows<T>, grid, 256, 0, stream_, x.data<float>(), ldb, converted.data<T>(), m,
+          k);
     });
     VLLM_CUDA_LAUNCHED();
     b = converted.raw();

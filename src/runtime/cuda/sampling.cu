@@ -89,7 +89,8 @@ __device__ uint32_t radix_select(const float* row, int64_t n, uint64_t target, b
       for (int j = 0; j < 8; ++j) {
         const uint64_t at_or_above = local[j] + after;
         const uint64_t strictly_above = j < 7 ? local[j + 1] + after : after;
-        if (strictly_above < target && target <= at_or_above) chosen = lane * 8 + j, above = strictly_above;
+        if (strictly_above < target && target <= at_or_above)
+          chosen = lane * 8 + j, above = strictly_above;
       }
     }
     __syncthreads();
