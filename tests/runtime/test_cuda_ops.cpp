@@ -213,39 +213,74 @@ TEST_F(CudaOps, ReshapeAndCacheAllDtypes) {
   }
 }
 
+namespace {
+
+// Sequences of the given context and query lengths over a paged cache of num_blocks blocks of
+// bs slots, in shuffled blocks.
+AttentionMeta paged_meta(const std::vector<int>& ctx, const std::vector<int>& qlen, int64_t bs,
+                         int64_t num_blocks) {
+  AttentionMeta meta;
+  meta.max_blocks_per_seq =
+      static_cast<int>((*std::max_element(ctx.begin(), ctx.end()) + bs - 1) / bs);
+  meta.query_start_loc = {0};
+  std::vector<int32_t> ids(num_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  size_t next = 0;
+  for (size_t s = 0; s < ctx.size(); ++s) {
+    const int64_t used = (ctx[s] + bs - 1) / bs;
+    for (int j = 0; j < meta.max_blocks_per_seq; ++j)
+      meta.block_tables.push_back(j < used ? ids[next++] : 0);
+    meta.seq_lens.push_back(ctx[s]);
+    meta.query_start_loc.push_back(meta.query_start_loc.back() + qlen[s]);
+  }
+  return meta;
+}
+
+// The cache slots of sequence s's positions (host i32).
+Tensor seq_slots(const AttentionMeta& meta, size_t s, int64_t bs) {
+  const int ctx = meta.seq_lens[s];
+  Tensor slots = Tensor::empty({ctx}, DType::I32);
+  const int32_t* table = meta.block_tables.data() + s * meta.max_blocks_per_seq;
+  for (int p = 0; p < ctx; ++p) slots.data<int32_t>()[p] = table[p / bs] * bs + p % bs;
+  return slots;
+}
+
+// meta with the device copies the CUDA kernels read.
+AttentionMeta on_gpu(const AttentionMeta& meta) {
+  auto upload = [](const std::vector<int32_t>& v) {
+    return Tensor::from_blob(const_cast<int32_t*>(v.data()), std::vector<int64_t>{int64_t(v.size())},
+                             DType::I32, nullptr)
+        .to(kGpu);
+  };
+  AttentionMeta gm = meta;
+  gm.device_query_start_loc = upload(meta.query_start_loc);
+  gm.device_seq_lens = upload(meta.seq_lens);
+  gm.device_block_tables = upload(meta.block_tables);
+  return gm;
+}
+
+}  // namespace
+
 // A mixed batch (full prefill, decode, chunked prefill, one long decode that takes the
 // split-KV path), GQA, with and without a sliding window.
 TEST_F(CudaOps, PagedAttentionMatchesCpu) {
   const int64_t Hq = 8, Hkv = 2, bs = 16;
+  const std::vector<int> ctx = {33, 1, 70, 3000};
+  const std::vector<int> qlen = {33, 1, 5, 1};
+  int64_t num_blocks = 3;
+  for (int c : ctx) num_blocks += (c + bs - 1) / bs;
   for (int64_t D : {16, 64, 128}) {
-    const std::vector<int> ctx = {33, 1, 70, 3000};
-    const std::vector<int> qlen = {33, 1, 5, 1};
-    int64_t total_blocks = 0;
-    for (int c : ctx) total_blocks += (c + bs - 1) / bs;
-    const int64_t num_blocks = total_blocks + 3;
-    const int max_blocks = (3000 + bs - 1) / bs;
     for (int window : {0, 40}) {
       // CPU f32 cache and GPU f32 cache filled from the same K/V.
       Tensor kc = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32);
       Tensor vc = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32);
       Tensor kc_g = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32, kGpu);
       Tensor vc_g = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32, kGpu);
-      AttentionMeta meta;
-      meta.max_blocks_per_seq = max_blocks;
-      meta.query_start_loc = {0};
-      std::vector<int32_t> free_ids(num_blocks);
-      std::iota(free_ids.begin(), free_ids.end(), 0);
-      std::shuffle(free_ids.begin(), free_ids.end(), rng);
-      size_t next = 0;
+      const AttentionMeta meta = paged_meta(ctx, qlen, bs, num_blocks);
       for (size_t s = 0; s < ctx.size(); ++s) {
-        const int used = (ctx[s] + bs - 1) / bs;
-        for (int j = 0; j < max_blocks; ++j) meta.block_tables.push_back(j < used ? free_ids[next++] : 0);
-        meta.seq_lens.push_back(ctx[s]);
-        meta.query_start_loc.push_back(meta.query_start_loc.back() + qlen[s]);
         Tensor k = randn({ctx[s], Hkv, D}), v = randn({ctx[s], Hkv, D});
-        Tensor slots = Tensor::empty({ctx[s]}, DType::I32);
-        for (int p = 0; p < ctx[s]; ++p)
-          slots.data<int32_t>()[p] = meta.block_tables[s * max_blocks + p / bs] * bs + p % bs;
+        const Tensor slots = seq_slots(meta, s, bs);
         reshape_and_cache(k, v, kc, vc, slots);
         reshape_and_cache(k.to(kGpu), v.to(kGpu), kc_g, vc_g, slots.to(kGpu));
       }
@@ -254,21 +289,16 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
       const float scale = 1.0f / std::sqrt(float(D));
       Tensor ref = Tensor::empty({T, Hq, D}, DType::F32);
       paged_attention(q, kc, vc, meta, scale, window, ref);
-      AttentionMeta gm = meta;
-      gm.device_query_start_loc = Tensor::from_blob(meta.query_start_loc.data(), std::vector<int64_t>{int64_t(meta.query_start_loc.size())}, DType::I32, nullptr).to(kGpu);
-      gm.device_seq_lens = Tensor::from_blob(meta.seq_lens.data(), std::vector<int64_t>{int64_t(meta.seq_lens.size())}, DType::I32, nullptr).to(kGpu);
-      gm.device_block_tables = Tensor::from_blob(meta.block_tables.data(), std::vector<int64_t>{int64_t(meta.block_tables.size())}, DType::I32, nullptr).to(kGpu);
       Tensor out = Tensor::empty({T, Hq, D}, DType::F32, kGpu);
-      paged_attention(q.to(kGpu), kc_g, vc_g, gm, scale, window, out);
+      paged_attention(q.to(kGpu), kc_g, vc_g, on_gpu(meta), scale, window, out);
       EXPECT_LT(rel_err(host(out), ref), 1e-5) << "D=" << D << " window=" << window;
     }
   }
 }
 
 // Every step over a bf16/f16 cache takes the tensor-core kernel (head_dim 64, 128; other
-// sizes the per-token kernel). The
-// reference is the CPU kernel over an f32 copy of the very cache the GPU reads, so the error
-// left is the kernel's: q and the softmax weights rounded to the 16-bit type (unit roundoff
+// sizes the per-token kernel). The reference is the CPU kernel over an f32 copy of the very
+// cache the GPU reads, so the error left is the kernel's: q and the softmax weights rounded to the 16-bit type (unit roundoff
 // 2^-9 for bf16, 2^-12 for f16, each stage adding about one). Bars, as ||diff|| / ||ref||
 // and as max |diff| / max |ref|: bf16 1e-2 and 3e-2, f16 2e-3 and 6e-3.
 namespace {
@@ -276,7 +306,6 @@ namespace {
 void check_16bit_attention(const std::vector<int>& ctx, const std::vector<int>& qlen,
                            const std::string& batch) {
   const int64_t bs = 16;
-  const int max_blocks = (*std::max_element(ctx.begin(), ctx.end()) + bs - 1) / bs;
   int64_t num_blocks = 2;
   for (int c : ctx) num_blocks += (c + bs - 1) / bs;
   for (DType dt : {DType::BF16, DType::F16}) {
@@ -285,26 +314,12 @@ void check_16bit_attention(const std::vector<int>& ctx, const std::vector<int>& 
     double worst_l2 = 0, worst_max = 0;
     for (auto [Hq, Hkv] : {std::pair<int64_t, int64_t>{8, 2}, {4, 4}, {12, 1}}) {
       for (int64_t D : {64, 128, 96}) {
-        AttentionMeta meta;
-        meta.max_blocks_per_seq = max_blocks;
-        meta.query_start_loc = {0};
-        std::vector<int32_t> ids(num_blocks);
-        std::iota(ids.begin(), ids.end(), 0);
-        std::shuffle(ids.begin(), ids.end(), rng);
+        const AttentionMeta meta = paged_meta(ctx, qlen, bs, num_blocks);
         Tensor kc_g = Tensor::empty({num_blocks, bs, Hkv, D}, dt, kGpu);
         Tensor vc_g = Tensor::empty({num_blocks, bs, Hkv, D}, dt, kGpu);
-        size_t next = 0;
-        for (size_t s = 0; s < ctx.size(); ++s) {
-          const int used = (ctx[s] + bs - 1) / bs;
-          for (int j = 0; j < max_blocks; ++j) meta.block_tables.push_back(j < used ? ids[next++] : 0);
-          meta.seq_lens.push_back(ctx[s]);
-          meta.query_start_loc.push_back(meta.query_start_loc.back() + qlen[s]);
-          Tensor slots = Tensor::empty({ctx[s]}, DType::I32);
-          for (int p = 0; p < ctx[s]; ++p)
-            slots.data<int32_t>()[p] = meta.block_tables[s * max_blocks + p / bs] * bs + p % bs;
+        for (size_t s = 0; s < ctx.size(); ++s)
           reshape_and_cache(randn({ctx[s], Hkv, D}).to(kGpu), randn({ctx[s], Hkv, D}).to(kGpu),
-                            kc_g, vc_g, slots.to(kGpu));
-        }
+                            kc_g, vc_g, seq_slots(meta, s, bs).to(kGpu));
         // The f32 copy of the 16-bit cache for the CPU.
         auto widen = [&](const Tensor& g) {
           Tensor h = host(g), f = Tensor::empty({num_blocks, bs, Hkv, D}, DType::F32);
@@ -314,14 +329,7 @@ void check_16bit_attention(const std::vector<int>& ctx, const std::vector<int>& 
           return f;
         };
         Tensor kc = widen(kc_g), vc = widen(vc_g);
-        AttentionMeta gm = meta;
-        auto upload = [](const std::vector<int32_t>& v) {
-          return Tensor::from_blob(const_cast<int32_t*>(v.data()), std::vector<int64_t>{int64_t(v.size())},
-                                   DType::I32, nullptr).to(kGpu);
-        };
-        gm.device_query_start_loc = upload(meta.query_start_loc);
-        gm.device_seq_lens = upload(meta.seq_lens);
-        gm.device_block_tables = upload(meta.block_tables);
+        const AttentionMeta gm = on_gpu(meta);
         const int64_t T = meta.query_start_loc.back();
         // q as the model passes it: a view into a fused qkv row.
         Tensor qkv = randn({T, (Hq + 2 * Hkv) * D});
