@@ -72,8 +72,20 @@ std::vector<Tables> whole_tables(Scheduler& s, const SchedulerOutput& out) {
   return tables;
 }
 
-// Only the runner's preparation is timed (manual time): InputBatch::prepare, or the old
-// construction over tables the scheduler had already copied.
+// The runner's preparation of one step: InputBatch::prepare, or the old construction over
+// the tables the scheduler copied out.
+void prepare_inputs(Mode mode, const SchedulerOutput& out, const std::vector<Tables>& tables,
+                    InputBatch& ib) {
+  if (mode == kPersistent) {
+    benchmark::DoNotOptimize(ib.prepare(out).attn.block_tables.data());
+  } else {
+    ForwardBatch b;  // the old runner built a fresh one each step
+    build_from_scratch(out, tables, b);
+    benchmark::DoNotOptimize(b.attn.block_tables.data());
+  }
+}
+
+// Only the runner's preparation is timed (manual time), not the table copies it reads.
 void BM_RunnerInputs(benchmark::State& state) {
   const int num_requests = static_cast<int>(state.range(0));
   const int context = static_cast<int>(state.range(1));
@@ -89,13 +101,7 @@ void BM_RunnerInputs(benchmark::State& state) {
     std::vector<Tables> tables;
     if (mode == kRebuild) tables = whole_tables(*s, out);
     const auto t0 = std::chrono::steady_clock::now();
-    if (mode == kPersistent) {
-      benchmark::DoNotOptimize(ib.prepare(out).attn.block_tables.data());
-    } else {
-      ForwardBatch b;  // the old runner built a fresh one each step
-      build_from_scratch(out, tables, b);
-      benchmark::DoNotOptimize(b.attn.block_tables.data());
-    }
+    prepare_inputs(mode, out, tables, ib);
     const auto t1 = std::chrono::steady_clock::now();
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
     bench::sample_all(out, tokens, sampled);
@@ -118,13 +124,8 @@ void BM_EngineHostStep(benchmark::State& state) {
   for (auto _ : state) {
     SchedulerOutput out;
     if (!vllm::bench::schedule_all(*s, num_requests, state, out)) break;
-    if (mode == kPersistent) {
-      benchmark::DoNotOptimize(ib.prepare(out).attn.block_tables.data());
-    } else {
-      ForwardBatch b;
-      build_from_scratch(out, whole_tables(*s, out), b);
-      benchmark::DoNotOptimize(b.attn.block_tables.data());
-    }
+    prepare_inputs(mode, out, mode == kRebuild ? whole_tables(*s, out) : std::vector<Tables>{},
+                   ib);
     bench::sample_all(out, tokens, sampled);
     benchmark::DoNotOptimize(s->update_from_output(sampled));
   }

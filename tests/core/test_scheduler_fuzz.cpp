@@ -98,16 +98,11 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, FuzzTotals* totals) {
   int next_id = 0, finished = 0;
   for (int iter = 0; iter < 400 || s.has_unfinished(); ++iter) {
     ASSERT_LT(iter, 5000) << "no progress";
-    if (iter < 400 && uni(0, 2) == 0) {
-      const std::string id = "q" + std::to_string(next_id++);
-      s.add_request(vllm::core::fuzz::random_request(uni, id, 30, true));
-      live.insert(id);
-    }
-    if (iter < 400 && !live.empty() && uni(0, 19) == 0) {
-      auto it = live.begin();
-      std::advance(it, uni(0, static_cast<int>(live.size()) - 1));
-      ASSERT_TRUE(s.abort_request(*it));
-      live.erase(it);
+    if (iter < 400) {
+      vllm::core::fuzz::maybe_add(uni, s, live, next_id, 30, true);
+      if (const auto id = vllm::core::fuzz::pick_abort(uni, live)) {
+        ASSERT_TRUE(s.abort_request(*id));
+      }
     }
 
     SchedulerOutput out = s.schedule();

@@ -108,17 +108,12 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, Totals* totals) {
   int next_id = 0;
   for (int iter = 0; iter < 300 || s.has_unfinished(); ++iter) {
     ASSERT_LT(iter, 5000) << "no progress";
-    if (iter < 300 && uni(0, 2) == 0) {
-      const std::string id = "q" + std::to_string(next_id++);
-      s.add_request(vllm::core::fuzz::random_request(uni, id, 24, false));
-      live.insert(id);
-    }
-    if (iter < 300 && !live.empty() && uni(0, 19) == 0) {
-      auto it = live.begin();
-      std::advance(it, uni(0, static_cast<int>(live.size()) - 1));
-      ASSERT_TRUE(s.abort_request(*it));
-      stuck.erase(*it);
-      live.erase(it);
+    if (iter < 300) {
+      vllm::core::fuzz::maybe_add(uni, s, live, next_id, 24, false);
+      if (const auto id = vllm::core::fuzz::pick_abort(uni, live)) {
+        ASSERT_TRUE(s.abort_request(*id));
+        stuck.erase(*id);
+      }
     }
     if (iter >= 300) {  // a request whose sample was dropped never runs again by itself
       for (const auto& id : stuck) {
