@@ -215,13 +215,11 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
         default: launch_per_token<C, 8>(a, tokens, splits, stream_); break;
       }
     }
-    VLLM_CUDA_LAUNCHED();
     if (splits > 1) {
       const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(num_q_heads));
       launch(merge_splits_kernel, grid, row_threads(head_dim), 0, stream_,
           part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, head_dim,
           out.data<float>(), row_stride(out), row_stride(out, 1));
-      VLLM_CUDA_LAUNCHED();
     }
   });
 }

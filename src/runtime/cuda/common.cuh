@@ -14,8 +14,6 @@
     const cudaError_t vllm_err_ = (expr);                                            \
     VLLM_CHECK(vllm_err_ == cudaSuccess, "CUDA error: ", cudaGetErrorString(vllm_err_)); \
   } while (0)
-// After every launch: a bad configuration shows here, not at the next synchronisation.
-#define VLLM_CUDA_LAUNCHED() VLLM_CUDA_CHECK(cudaGetLastError())
 
 namespace vllm::cuda {
 
@@ -60,9 +58,8 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl_enabled() ? 1 : 0;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-  if (err != cudaSuccess)
-    throw Error(std::string("CUDA error: ") + cudaGetErrorString(err));
+  // A bad configuration shows here, not at the next synchronisation.
+  VLLM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
 __device__ __forceinline__ float to_float(float v) { return v; }
@@ -111,6 +108,24 @@ __device__ __forceinline__ float block_max(float v) {
   const int nwarps = blockDim.x / 32;
   v = lane < nwarps ? partial[lane] : -INFINITY;
   return warp_max(v);
+}
+
+// Argmax reductions: ties go to the lower index, as in a left-to-right scan; NaN never wins.
+__device__ __forceinline__ void argmax_pick(float& bv, int32_t& bi, float v, int32_t i) {
+  if (v > bv || (v == bv && i < bi)) bv = v, bi = i;
+}
+
+// The block's best (value, index) pair, in thread 0 (blockDim.x a multiple of 32).
+__device__ __forceinline__ void block_argmax(float& bv, int32_t& bi) {
+  __shared__ float sv[32];
+  __shared__ int32_t si[32];
+  for (int o = 16; o > 0; o >>= 1)
+    argmax_pick(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) sv[warp] = bv, si[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < int(blockDim.x / 32); ++w) argmax_pick(bv, bi, sv[w], si[w]);
 }
 
 // Row stride of a tensor in elements of its dtype (rows of dim 0).

@@ -186,26 +186,8 @@ __global__ void reshape_and_cache_kernel(const float* __restrict__ k, int64_t ks
 }
 
 // Argmax over column chunks: block (c, r) scans columns [c * len, (c + 1) * len) of row r and
-// leaves its best (value, index) in pv/pi, or the index in out when there is one chunk. Ties
-// go to the lower index, as in a left-to-right scan.
+// leaves its best (value, index) in pv/pi, or the index in out when there is one chunk.
 constexpr int kArgmaxThreads = 256;
-
-__device__ __forceinline__ void argmax_pick(float& bv, int32_t& bi, float v, int32_t i) {
-  if (v > bv || (v == bv && i < bi)) bv = v, bi = i;
-}
-
-// The block's best pair, in thread 0.
-__device__ __forceinline__ void block_argmax(float& bv, int32_t& bi) {
-  __shared__ float sv[32];
-  __shared__ int32_t si[32];
-  for (int o = 16; o > 0; o >>= 1)
-    argmax_pick(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) sv[warp] = bv, si[warp] = bi;
-  __syncthreads();
-  if (threadIdx.x == 0)
-    for (int w = 1; w < int(blockDim.x / 32); ++w) argmax_pick(bv, bi, sv[w], si[w]);
-}
 
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_kernel(const float* __restrict__ x, int64_t xs, int64_t n, int64_t len,
@@ -259,7 +241,6 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
         ids.data<int32_t>(), table.data<T>(), row_stride(table), out.data<float>(),
         row_stride(out), d);
   });
-  VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
@@ -270,7 +251,6 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
   const RowAddr oa{row_stride(out), out.ndim() == 3 ? row_stride(out, 1) : 0, heads};
   launch(rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       x.data<float>(), xa, weight.data<float>(), eps, out.data<float>(), oa, n);
-  VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
@@ -280,7 +260,6 @@ void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight
   launch(add_rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       x.data<float>(), row_stride(x), residual.data<float>(), row_stride(residual),
       weight.data<float>(), eps, out.data<float>(), row_stride(out), n);
-  VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -289,7 +268,6 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   launch(add_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       a.data<float>(), row_stride(a), b.data<float>(), row_stride(b), out.data<float>(),
       row_stride(out), n);
-  VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {
@@ -297,7 +275,6 @@ void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {
   if (rows == 0) return;
   launch(add_bias_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       x.data<float>(), row_stride(x), bias.data<float>(), n);
-  VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
@@ -319,7 +296,6 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& par
   a.freq_scale = params.freq_scale;
   launch(rope_kernel, rows_grid(t), row_threads(a.heads * a.half), 0, stream_,
       x.data<float>(), positions.data<int32_t>(), a);
-  VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
@@ -330,7 +306,6 @@ void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
                   static_cast<unsigned>(rows));
   launch(silu_and_mul_kernel, grid, 256, 0, stream_, gate_up.data<float>(), row_stride(gate_up),
       out.data<float>(), row_stride(out), f);
-  VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::softmax(const Tensor& x, Tensor& out) {
@@ -338,7 +313,6 @@ void CudaBackend::softmax(const Tensor& x, Tensor& out) {
   if (rows == 0) return;
   launch(softmax_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       x.data<float>(), row_stride(x), out.data<float>(), row_stride(out), n);
-  VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,
@@ -351,7 +325,6 @@ void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_
         k.data<float>(), row_stride(k), v.data<float>(), row_stride(v), k_cache.data<C>(),
         v_cache.data<C>(), slot_mapping.data<int32_t>(), row);
   });
-  VLLM_CUDA_LAUNCHED();
 }
 
 void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {
@@ -373,11 +346,9 @@ void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {
   launch(argmax_kernel, grid, kArgmaxThreads, 0, stream_,
       x.data<float>(), row_stride(x), n, len, chunks > 1 ? pv.data<float>() : nullptr,
       chunks > 1 ? pi.data<int32_t>() : nullptr, out.data<int32_t>());
-  VLLM_CUDA_LAUNCHED();
   if (chunks > 1) {
     launch(argmax_merge_kernel, rows_grid(rows), 32, 0, stream_, pv.data<float>(),
         pi.data<int32_t>(), static_cast<int>(chunks), out.data<int32_t>());
-    VLLM_CUDA_LAUNCHED();
   }
 }
 

@@ -212,7 +212,6 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   if (gemv_applies(x, w)) {
     if (wt == DType::BF16) launch_gemv<__nv_bfloat16>(x, w, out, stream_);
     else launch_gemv<__half>(x, w, out, stream_);
-    VLLM_CUDA_LAUNCHED();
     return;
   }
   const void* b = x.raw();
@@ -226,7 +225,6 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
       launch(convert_rows<T>, grid, 256, 0, stream_, x.data<float>(), ldb, converted.data<T>(), m,
           k);
     });
-    VLLM_CUDA_LAUNCHED();
     b = converted.raw();
     ldb = k;
   }

@@ -119,24 +119,10 @@ __global__ void __launch_bounds__(kThreads)
   {
     float bv = -INFINITY;
     int32_t bi = INT32_MAX;
-    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-      const float v = row[i];
-      if (v > bv || (v == bv && i < bi)) bv = v, bi = static_cast<int32_t>(i);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-    }
-    __shared__ float wv[kThreads / 32];
-    __shared__ int32_t wi[kThreads / 32];
-    if (threadIdx.x % 32 == 0) wv[threadIdx.x / 32] = bv, wi[threadIdx.x / 32] = bi;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 1; w < kThreads / 32; ++w)
-        if (wv[w] > bv || (wv[w] == bv && wi[w] < bi)) bv = wv[w], bi = wi[w];
-      s_max = bv, s_arg = bi == INT32_MAX ? 0 : bi;
-    }
+    for (int64_t i = threadIdx.x; i < n; i += kThreads)
+      argmax_pick(bv, bi, row[i], static_cast<int32_t>(i));
+    block_argmax(bv, bi);
+    if (threadIdx.x == 0) s_max = bv, s_arg = bi == INT32_MAX ? 0 : bi;
     __syncthreads();
   }
   if (temperature < 1e-5f || k == 1 || s_max == -INFINITY) {
