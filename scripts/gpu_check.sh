@@ -2,13 +2,16 @@
 # Runs on the GPU machine, from the repository root, over binaries packed by
 # scripts/gpu_pack.sh: the CUDA op and model tests, then the benchmarks of docs/benchmarks.md.
 # Results: $OUT/gpu_results.jsonl (one JSON object per figure) and logs under $OUT.
-#   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput (default: all)
-# Environment: SHAPES (models), NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT, THROUGHPUT_FLAGS.
+#   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput profile
+#   (default: all but profile)
+# Environment: SHAPES (models), NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT, THROUGHPUT_FLAGS,
+# PROFILE_MODEL, PROFILE_LAUNCHES.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 BIN=.device/bin
+[ -x $BIN/vllm-cpp ] || tar -xJf .device/device.tar.xz  # packed by scripts/gpu_pack.sh
 export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}"
 MODELS=${MODELS:-/tmp/models}
 RESULTS="$OUT/gpu_results.jsonl"
@@ -62,6 +65,16 @@ if has throughput; then
       --model "$MODELS/llama-8b" --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 \
       --output-len "$olen" ${THROUGHPUT_FLAGS:-} 2>"$OUT/throughput_$olen.log" | tee -a "$RESULTS"
   done
+fi
+if has profile; then
+  # Per-kernel times of eager decode (kernels serialised): PROFILE_MODEL, PROFILE_LAUNCHES.
+  log profile
+  m=${PROFILE_MODEL:-llama-1b}
+  ncu --csv --print-units base --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum --launch-skip 2000 \
+    --launch-count "${PROFILE_LAUNCHES:-1000}" \
+    $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --max-tokens 40 --ignore-eos -q \
+    --enforce-eager "Hello" 2>"$OUT/profile_$m.log" | python3 tools/ncu_summary.py | tee "$OUT/profile_$m.txt"
 fi
 if has hf; then
   log hf

@@ -200,7 +200,8 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
   const Tensor& slots = in.slots;
   const AttentionMeta* meta = in.meta;
 
-  // Activations [T, ...]; `residual` is the running stream, `h` the normed input of a block.
+  // Activations [T, ...]; `residual` is the running stream, `h` the normed input of a block
+  // where the backend does not norm inside the matmul.
   const Device d = device_;
   Tensor residual = Tensor::empty({T, c.hidden_size}, DType::F32, d);
   Tensor h = Tensor::empty({T, c.hidden_size}, DType::F32, d);
@@ -211,40 +212,34 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
   Tensor act = Tensor::empty({T, c.intermediate_size}, DType::F32, d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
+  // Each block adds its output into `residual`; the next one norms it on the way in.
+  const float eps = static_cast<float>(c.rms_norm_eps);
   embedding(in.ids, embed_tokens, residual);
   for (int i = 0; i < c.num_layers; ++i) {
     const Layer& L = layers_[i];
-    if (i == 0)
-      rms_norm(residual, L.attn_norm, static_cast<float>(c.rms_norm_eps), h);
-    else
-      add_rms_norm(block_out, residual, L.attn_norm, static_cast<float>(c.rms_norm_eps), h);
-
-    L.qkv(h, qkv);
     Tensor q = qkv.slice(1, 0, c.q_size()).split_last(c.num_heads);
-    Tensor k = qkv.slice(1, c.q_size(), c.kv_size()).split_last(c.num_kv_heads);
-    Tensor v = qkv.slice(1, c.q_size() + c.kv_size(), c.kv_size()).split_last(c.num_kv_heads);
-    if (c.qk_norm) {
-      rms_norm(q, L.q_norm, static_cast<float>(c.rms_norm_eps), q);
-      rms_norm(k, L.k_norm, static_cast<float>(c.rms_norm_eps), k);
+    if (c.qk_norm) {  // q and k normed per head between the projection and the rotation
+      L.qkv.normed(residual, L.attn_norm, eps, h, qkv);
+      QkvHeads heads = split_qkv(qkv, c.num_heads, c.num_kv_heads, c.head_dim);
+      rms_norm(q, L.q_norm, eps, q);
+      rms_norm(heads.k, L.k_norm, eps, heads.k);
+      rope_and_cache(heads.qk, positions, rope_, heads.k, heads.v, cache.k[i], cache.v[i], slots);
+    } else {
+      L.qkv.normed_rope_cache(residual, L.attn_norm, eps, h, qkv, c.num_heads, positions, rope_,
+                              cache.k[i], cache.v[i], slots);
     }
-    // q and k heads are adjacent in each qkv row: one rotation over both.
-    Tensor qk = qkv.slice(1, 0, c.q_size() + c.kv_size()).split_last(c.num_heads + c.num_kv_heads);
-    rope(qk, positions, rope_);
-    reshape_and_cache(k, v, cache.k[i], cache.v[i], slots);
     paged_attention(q, cache.k[i], cache.v[i], *meta, scale, L.sliding_window, attn);
-    L.o(attn.merge_last(), block_out);
-
-    add_rms_norm(block_out, residual, L.ffn_norm, static_cast<float>(c.rms_norm_eps), h);
-    L.gate_up(h, gate_up);
-    silu_and_mul(gate_up, act);
-    L.down(act, block_out);
+    L.o.accumulate(attn.merge_last(), block_out, residual);
+    L.gate_up.normed_silu(residual, L.ffn_norm, eps, h, gate_up, act);
+    L.down.accumulate(act, block_out, residual);
   }
-  add_rms_norm(block_out, residual, final_norm, static_cast<float>(c.rms_norm_eps), h);
 
+  // Only the rows that give logits go through the final norm, on the LM head's way in.
   Tensor rows = Tensor::empty({num_logits, c.hidden_size}, DType::F32, d);
-  embedding(in.rows_wanted, h, rows);
+  embedding(in.rows_wanted, residual, rows);
   Tensor logits = Tensor::empty({num_logits, c.vocab_size}, DType::F32, d);
-  matmul(rows, lm_head, logits);
+  Tensor normed_rows = h.narrow(0, num_logits);
+  rms_norm_matmul(rows, final_norm, eps, lm_head, normed_rows, logits);
   return logits;
 }
 

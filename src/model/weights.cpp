@@ -225,4 +225,50 @@ void Linear::operator()(const Tensor& x, Tensor& out) const {
   if (bias.defined()) add_bias(out, bias);
 }
 
+// The fused ops take one weight; split weights and biases go through the plain ops.
+void Linear::normed(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
+                    Tensor& out) const {
+  if (parts.size() != 1) {
+    rms_norm(x, norm_weight, eps, normed);
+    (*this)(normed, out);
+    return;
+  }
+  rms_norm_matmul(x, norm_weight, eps, parts[0], normed, out);
+  if (bias.defined()) add_bias(out, bias);
+}
+
+void Linear::normed_silu(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
+                         Tensor& product, Tensor& out) const {
+  if (parts.size() != 1 || bias.defined()) {
+    this->normed(x, norm_weight, eps, normed, product);
+    silu_and_mul(product, out);
+    return;
+  }
+  rms_norm_matmul_silu(x, norm_weight, eps, parts[0], normed, product, out);
+}
+
+void Linear::normed_rope_cache(const Tensor& x, const Tensor& norm_weight, float eps,
+                               Tensor& normed, Tensor& out, int q_heads,
+                               const Tensor& positions, const RopeParams& params,
+                               Tensor& k_cache, Tensor& v_cache,
+                               const Tensor& slot_mapping) const {
+  if (parts.size() != 1 || bias.defined()) {
+    this->normed(x, norm_weight, eps, normed, out);
+    QkvHeads h = split_qkv(out, q_heads, int(k_cache.size(2)), int(k_cache.size(3)));
+    rope_and_cache(h.qk, positions, params, h.k, h.v, k_cache, v_cache, slot_mapping);
+    return;
+  }
+  rms_norm_matmul_rope_cache(x, norm_weight, eps, parts[0], normed, out, q_heads, positions,
+                             params, k_cache, v_cache, slot_mapping);
+}
+
+void Linear::accumulate(const Tensor& x, Tensor& product, Tensor& out) const {
+  if (parts.size() != 1 || bias.defined()) {
+    (*this)(x, product);
+    add(out, product, out);
+    return;
+  }
+  matmul_add(x, parts[0], product, out);
+}
+
 }  // namespace vllm

@@ -10,6 +10,8 @@
 
 namespace vllm {
 
+struct RopeParams;
+
 class GgufFile;
 class SafetensorsModel;
 
@@ -59,6 +61,21 @@ struct Linear {
   static Linear fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases,
                       Device device = kCpu, HostWeightArena* arena = nullptr);
   void operator()(const Tensor& x, Tensor& out) const;
+  // out = this(rms_norm(x) * norm_weight); scratch normed of x's shape.
+  void normed(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
+              Tensor& out) const;
+  // out = silu_and_mul(this(rms_norm(x) * norm_weight)); scratch normed of x's shape and
+  // product [M, out_features].
+  void normed_silu(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
+                   Tensor& product, Tensor& out) const;
+  // out = this(rms_norm(x) * norm_weight), then rope_and_cache over its q/k/v heads (see
+  // rms_norm_matmul_rope_cache); scratch normed of x's shape.
+  void normed_rope_cache(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
+                         Tensor& out, int q_heads, const Tensor& positions,
+                         const RopeParams& params, Tensor& k_cache, Tensor& v_cache,
+                         const Tensor& slot_mapping) const;
+  // out += this(x); scratch product of out's shape.
+  void accumulate(const Tensor& x, Tensor& product, Tensor& out) const;
 };
 
 }  // namespace vllm

@@ -11,6 +11,7 @@ namespace vllm {
 
 struct RopeParams;
 struct AttentionMeta;
+struct MatmulFusion;
 
 class Backend {
  public:
@@ -52,6 +53,18 @@ class Backend {
   virtual void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                const AttentionMeta& meta, float scale, int sliding_window,
                                Tensor& out) = 0;
+  // Fused kernels. Each returns false, having done nothing, when this backend has no fused
+  // kernel for its arguments; the front-end then runs the plain ops.
+  virtual bool matmul_fused(const Tensor& /*x*/, const Tensor& /*w*/, Tensor& /*out*/,
+                            const MatmulFusion& /*fusion*/) {
+    return false;
+  }
+  virtual bool rope_and_cache(Tensor& /*qk*/, const Tensor& /*positions*/,
+                              const RopeParams& /*params*/, const Tensor& /*k*/,
+                              const Tensor& /*v*/, Tensor& /*k_cache*/, Tensor& /*v_cache*/,
+                              const Tensor& /*slot_mapping*/) {
+    return false;
+  }
   // out[R] (i32) = index of the largest element of each row of x[R, C]; ties: lowest index.
   virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;
   // out[R] (i32) = a token drawn from each row of logits[R, V] by params[R, 4] (temperature,

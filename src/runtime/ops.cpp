@@ -34,9 +34,7 @@ void expect_cache(const Tensor& k_cache, const Tensor& v_cache) {
   expect(v_cache, "v_cache", 4, k_cache.dtype());
 }
 
-}  // namespace
-
-void matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+void check_matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   expect(x, "x", 2, DType::F32);
   expect(out, "out", 2, DType::F32);
   VLLM_CHECK(w.ndim() == 2, "weight must be 2-D, got ", w.shape_str());
@@ -49,27 +47,9 @@ void matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   inner_packed(out, "out");
   same_device(x, w);
   same_device(x, out);
-  backend_for(out.device()).matmul(x, w, out);
 }
 
-void embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
-  expect(ids, "ids", 1, DType::I32);
-  expect(out, "out", 2, DType::F32);
-  VLLM_CHECK(table.ndim() == 2, "embedding table must be 2-D");
-  VLLM_CHECK(out.size(0) == ids.size(0) && out.size(1) == table.size(1), "embedding out ",
-             out.shape_str());
-  if (ids.device().kind == DeviceKind::Cpu) {
-    const int32_t* p = ids.data<int32_t>();
-    for (int64_t i = 0; i < ids.size(0); ++i)
-      VLLM_CHECK(p[i] >= 0 && p[i] < table.size(0), "token id ", p[i], " outside vocab of ",
-                 table.size(0));
-  }
-  same_device(ids, table);
-  same_device(ids, out);
-  backend_for(out.device()).embedding(ids, table, out);
-}
-
-void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+void check_rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out) {
   VLLM_CHECK(x.ndim() == 2 || x.ndim() == 3, "rms_norm x must be [T, D] or [T, H, D], got ",
              x.shape_str());
   expect(x, "x", x.ndim(), DType::F32);
@@ -79,36 +59,23 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
              x.shape_str(), " weight ", weight.shape_str(), " out ", out.shape_str());
   inner_packed(x, "x");
   inner_packed(out, "out");
-  backend_for(out.device()).rms_norm(x, weight, eps, out);
 }
 
-void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out) {
-  expect(x, "x", 2, DType::F32);
-  expect(residual, "residual", 2, DType::F32);
-  expect(out, "out", 2, DType::F32);
-  expect(weight, "weight", 1, DType::F32);
-  VLLM_CHECK(residual.shape() == x.shape() && out.shape() == x.shape() &&
-                 weight.size(0) == x.size(1),
-             "add_rms_norm shapes");
-  backend_for(out.device()).add_rms_norm(x, residual, weight, eps, out);
-}
-
-void add(const Tensor& a, const Tensor& b, Tensor& out) {
+void check_add(const Tensor& a, const Tensor& b, const Tensor& out) {
   expect(a, "a", 2, DType::F32);
   expect(b, "b", 2, DType::F32);
   expect(out, "out", 2, DType::F32);
   VLLM_CHECK(a.shape() == b.shape() && a.shape() == out.shape(), "add shapes");
-  backend_for(out.device()).add(a, b, out);
 }
 
-void add_bias(Tensor& x, const Tensor& bias) {
-  expect(x, "x", 2, DType::F32);
-  expect(bias, "bias", 1, DType::F32);
-  VLLM_CHECK(bias.size(0) == x.size(1), "bias of ", bias.shape_str(), " for ", x.shape_str());
-  backend_for(x.device()).add_bias(x, bias);
+void check_silu_and_mul(const Tensor& gate_up, const Tensor& out) {
+  expect(gate_up, "gate_up", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(gate_up.size(1) == 2 * out.size(1) && gate_up.size(0) == out.size(0),
+             "silu_and_mul shapes ", gate_up.shape_str(), " -> ", out.shape_str());
 }
 
-void rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+void check_rope(const Tensor& x, const Tensor& positions, const RopeParams& params) {
   expect(x, "x", 3, DType::F32);
   expect(positions, "positions", 1, DType::I32);
   VLLM_CHECK(positions.size(0) == x.size(0), "rope positions for ", x.shape_str());
@@ -117,26 +84,10 @@ void rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
                  static_cast<int>(params.inv_freq.size()) == params.rotary_dim / 2,
              "rope params for head_dim ", x.size(2));
   VLLM_CHECK(x.stride_bytes(2) == 4, "rope needs packed heads");
-  backend_for(x.device()).rope(x, positions, params);
 }
 
-void silu_and_mul(const Tensor& gate_up, Tensor& out) {
-  expect(gate_up, "gate_up", 2, DType::F32);
-  expect(out, "out", 2, DType::F32);
-  VLLM_CHECK(gate_up.size(1) == 2 * out.size(1) && gate_up.size(0) == out.size(0),
-             "silu_and_mul shapes ", gate_up.shape_str(), " -> ", out.shape_str());
-  backend_for(out.device()).silu_and_mul(gate_up, out);
-}
-
-void softmax(const Tensor& x, Tensor& out) {
-  expect(x, "x", 2, DType::F32);
-  expect(out, "out", 2, DType::F32);
-  VLLM_CHECK(x.shape() == out.shape(), "softmax shapes");
-  backend_for(out.device()).softmax(x, out);
-}
-
-void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
-                       const Tensor& slot_mapping) {
+void check_cache_write(const Tensor& k, const Tensor& v, const Tensor& k_cache,
+                       const Tensor& v_cache, const Tensor& slot_mapping) {
   expect(k, "k", 3, DType::F32);
   expect(v, "v", 3, DType::F32);
   expect_cache(k_cache, v_cache);
@@ -157,7 +108,172 @@ void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor
     for (int64_t t = 0; t < k.size(0); ++t)
       VLLM_CHECK(s[t] < num_slots, "slot ", s[t], " beyond cache of ", num_slots);
   }
+}
+
+}  // namespace
+
+void matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  check_matmul(x, w, out);
+  backend_for(out.device()).matmul(x, w, out);
+}
+
+void rms_norm_matmul(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                     Tensor& normed, Tensor& out) {
+  check_matmul(x, w, out);
+  check_rms_norm(x, norm_weight, normed);
+  MatmulFusion f;
+  f.norm_weight = &norm_weight;
+  f.eps = eps;
+  Backend& b = backend_for(out.device());
+  if (b.matmul_fused(x, w, out, f)) return;
+  b.rms_norm(x, norm_weight, eps, normed);
+  b.matmul(normed, w, out);
+}
+
+void rms_norm_matmul_silu(const Tensor& x, const Tensor& norm_weight, float eps,
+                          const Tensor& w, Tensor& normed, Tensor& gate_up, Tensor& out) {
+  check_matmul(x, w, gate_up);
+  check_rms_norm(x, norm_weight, normed);
+  check_silu_and_mul(gate_up, out);
+  MatmulFusion f;
+  f.norm_weight = &norm_weight;
+  f.eps = eps;
+  f.silu_and_mul = true;
+  Backend& b = backend_for(out.device());
+  if (b.matmul_fused(x, w, out, f)) return;
+  b.rms_norm(x, norm_weight, eps, normed);
+  f.norm_weight = nullptr;
+  if (b.matmul_fused(normed, w, out, f)) return;
+  b.matmul(normed, w, gate_up);
+  b.silu_and_mul(gate_up, out);
+}
+
+void matmul_add(const Tensor& x, const Tensor& w, Tensor& product, Tensor& out) {
+  check_matmul(x, w, out);
+  check_matmul(x, w, product);
+  MatmulFusion f;
+  f.accumulate = true;
+  Backend& b = backend_for(out.device());
+  if (b.matmul_fused(x, w, out, f)) return;
+  b.matmul(x, w, product);
+  check_add(out, product, out);
+  b.add(out, product, out);
+}
+
+void embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  expect(ids, "ids", 1, DType::I32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(table.ndim() == 2, "embedding table must be 2-D");
+  VLLM_CHECK(out.size(0) == ids.size(0) && out.size(1) == table.size(1), "embedding out ",
+             out.shape_str());
+  if (ids.device().kind == DeviceKind::Cpu) {
+    const int32_t* p = ids.data<int32_t>();
+    for (int64_t i = 0; i < ids.size(0); ++i)
+      VLLM_CHECK(p[i] >= 0 && p[i] < table.size(0), "token id ", p[i], " outside vocab of ",
+                 table.size(0));
+  }
+  same_device(ids, table);
+  same_device(ids, out);
+  backend_for(out.device()).embedding(ids, table, out);
+}
+
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  check_rms_norm(x, weight, out);
+  backend_for(out.device()).rms_norm(x, weight, eps, out);
+}
+
+void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out) {
+  expect(x, "x", 2, DType::F32);
+  expect(residual, "residual", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  expect(weight, "weight", 1, DType::F32);
+  VLLM_CHECK(residual.shape() == x.shape() && out.shape() == x.shape() &&
+                 weight.size(0) == x.size(1),
+             "add_rms_norm shapes");
+  backend_for(out.device()).add_rms_norm(x, residual, weight, eps, out);
+}
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  check_add(a, b, out);
+  backend_for(out.device()).add(a, b, out);
+}
+
+void add_bias(Tensor& x, const Tensor& bias) {
+  expect(x, "x", 2, DType::F32);
+  expect(bias, "bias", 1, DType::F32);
+  VLLM_CHECK(bias.size(0) == x.size(1), "bias of ", bias.shape_str(), " for ", x.shape_str());
+  backend_for(x.device()).add_bias(x, bias);
+}
+
+void rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  check_rope(x, positions, params);
+  backend_for(x.device()).rope(x, positions, params);
+}
+
+void silu_and_mul(const Tensor& gate_up, Tensor& out) {
+  check_silu_and_mul(gate_up, out);
+  backend_for(out.device()).silu_and_mul(gate_up, out);
+}
+
+void softmax(const Tensor& x, Tensor& out) {
+  expect(x, "x", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(x.shape() == out.shape(), "softmax shapes");
+  backend_for(out.device()).softmax(x, out);
+}
+
+void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                       const Tensor& slot_mapping) {
+  check_cache_write(k, v, k_cache, v_cache, slot_mapping);
   backend_for(k_cache.device()).reshape_and_cache(k, v, k_cache, v_cache, slot_mapping);
+}
+
+void rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
+                    const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                    const Tensor& slot_mapping) {
+  check_rope(qk, positions, params);
+  check_cache_write(k, v, k_cache, v_cache, slot_mapping);
+  const int64_t kv_heads = k.size(1);
+  const auto* last_heads =
+      static_cast<const char*>(qk.raw()) + (qk.size(1) - kv_heads) * qk.stride_bytes(1);
+  VLLM_CHECK(k.size(0) == qk.size(0) && kv_heads <= qk.size(1) && k.raw() == last_heads &&
+                 k.stride_bytes(0) == qk.stride_bytes(0),
+             "rope_and_cache: k must be the last heads of qk");
+  Backend& b = backend_for(k_cache.device());
+  if (b.rope_and_cache(qk, positions, params, k, v, k_cache, v_cache, slot_mapping)) return;
+  b.rope(qk, positions, params);
+  b.reshape_and_cache(k, v, k_cache, v_cache, slot_mapping);
+}
+
+QkvHeads split_qkv(const Tensor& qkv, int q_heads, int kv_heads, int head_dim) {
+  expect(qkv, "qkv", 2, DType::F32);
+  const int64_t q = int64_t(q_heads) * head_dim, kv = int64_t(kv_heads) * head_dim;
+  VLLM_CHECK(qkv.size(1) == q + 2 * kv, "qkv rows of ", qkv.size(1), " for ", q_heads, "+2x",
+             kv_heads, " heads of ", head_dim);
+  return QkvHeads{qkv.slice(1, 0, q + kv).split_last(q_heads + kv_heads),
+                  qkv.slice(1, q, kv).split_last(kv_heads),
+                  qkv.slice(1, q + kv, kv).split_last(kv_heads)};
+}
+
+void rms_norm_matmul_rope_cache(const Tensor& x, const Tensor& norm_weight, float eps,
+                                const Tensor& w, Tensor& normed, Tensor& qkv, int q_heads,
+                                const Tensor& positions, const RopeParams& params,
+                                Tensor& k_cache, Tensor& v_cache, const Tensor& slot_mapping) {
+  check_matmul(x, w, qkv);
+  check_rms_norm(x, norm_weight, normed);
+  VLLM_CHECK(k_cache.ndim() == 4, "k_cache must be [blocks, block_size, Hkv, D]");
+  QkvHeads heads = split_qkv(qkv, q_heads, int(k_cache.size(2)), int(k_cache.size(3)));
+  check_rope(heads.qk, positions, params);
+  check_cache_write(heads.k, heads.v, k_cache, v_cache, slot_mapping);
+  RopeCacheFusion rc{&params, &positions, &slot_mapping, &k_cache, &v_cache, q_heads};
+  MatmulFusion f;
+  f.norm_weight = &norm_weight;
+  f.eps = eps;
+  f.rope_cache = &rc;
+  Backend& b = backend_for(qkv.device());
+  if (b.matmul_fused(x, w, qkv, f)) return;
+  rms_norm_matmul(x, norm_weight, eps, w, normed, qkv);
+  rope_and_cache(heads.qk, positions, params, heads.k, heads.v, k_cache, v_cache, slot_mapping);
 }
 
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -43,6 +43,47 @@ struct AttentionMeta {
 
 // out[M, N] = x[M, K] @ w[N, K]^T. x f32; w f32/f16/bf16 or a GGUF block type.
 void matmul(const Tensor& x, const Tensor& w, Tensor& out);
+// Fused forms of the decoder's matmuls (one kernel where the backend has one; otherwise the
+// plain ops, through the scratch tensors, which are then left holding the intermediate).
+// out = (rms_norm(x) * norm_weight) @ w^T; scratch normed [M, K].
+void rms_norm_matmul(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                     Tensor& normed, Tensor& out);
+// out[M, F] = silu_and_mul((rms_norm(x) * norm_weight) @ w^T), w = [gate; up] of [2F, K];
+// scratch normed [M, K] and gate_up [M, 2F].
+void rms_norm_matmul_silu(const Tensor& x, const Tensor& norm_weight, float eps,
+                          const Tensor& w, Tensor& normed, Tensor& gate_up, Tensor& out);
+// out += x @ w^T (the residual stream); scratch product [M, N].
+void matmul_add(const Tensor& x, const Tensor& w, Tensor& product, Tensor& out);
+// The attention block's input side: qkv[M, (Hq + 2 Hkv) * D] = (rms_norm(x) * norm_weight)
+// @ w^T, then rope_and_cache over its q/k/v heads (Hkv and D from the caches); scratch normed.
+void rms_norm_matmul_rope_cache(const Tensor& x, const Tensor& norm_weight, float eps,
+                                const Tensor& w, Tensor& normed, Tensor& qkv, int q_heads,
+                                const Tensor& positions, const RopeParams& params,
+                                Tensor& k_cache, Tensor& v_cache, const Tensor& slot_mapping);
+// The q/k/v heads of qkv rows [M, (q_heads + 2 kv_heads) * head_dim], as rope_and_cache takes
+// them: qk = the q and k heads together, k and v.
+struct QkvHeads {
+  Tensor qk, k, v;
+};
+QkvHeads split_qkv(const Tensor& qkv, int q_heads, int kv_heads, int head_dim);
+
+// The rotation and cache write that rms_norm_matmul_rope_cache folds into the product.
+struct RopeCacheFusion {
+  const RopeParams* params = nullptr;
+  const Tensor* positions = nullptr;
+  const Tensor* slot_mapping = nullptr;
+  Tensor* k_cache = nullptr;
+  Tensor* v_cache = nullptr;
+  int q_heads = 0;
+};
+// What a backend's fused matmul applies around out = x @ w^T (see Backend::matmul_fused).
+struct MatmulFusion {
+  const Tensor* norm_weight = nullptr;  // x is replaced by rms_norm(x) * norm_weight
+  float eps = 0.0f;
+  bool accumulate = false;    // out += product
+  bool silu_and_mul = false;  // out = silu_and_mul(product), half the width of w
+  const RopeCacheFusion* rope_cache = nullptr;  // out = qkv, rotated and cached
+};
 // out[T, D] = table[ids[t], :]; ids i32, table any dtype, out f32.
 void embedding(const Tensor& ids, const Tensor& table, Tensor& out);
 // out[T, D] = x / rms(x) * weight.
@@ -63,6 +104,11 @@ void softmax(const Tensor& x, Tensor& out);
 // (CUDA) with rounding) at slot_mapping[T] (slot = block * block_size + offset; negative slots skipped).
 void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                        const Tensor& slot_mapping);
+// rope(qk, positions, params), then reshape_and_cache(k, v, ...), where k is the view of the
+// last heads of qk (rotated with them): one kernel where the backend has one.
+void rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
+                    const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                    const Tensor& slot_mapping);
 // Causal attention of q[T, Hq, D] over the paged cache (GQA: Hq % Hkv == 0). A key at
 // position j is visible from a query at position p when j <= p and, with a sliding window
 // W > 0, p - j < W.

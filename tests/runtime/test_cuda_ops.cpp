@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "runtime/backend.h"
 #include "runtime/device.h"
@@ -87,6 +89,97 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
       EXPECT_LT(rel_err(got, ref), m <= 8 && k % 8 == 0 ? 1e-6 : tol)
           << dtype_name(dt) << " m=" << m << " k=" << k;
     }
+}
+
+TEST_F(CudaOps, FusedMatmulsMatchCpu) {
+  // Up to 8 rows the GPU runs each fusion as one GEMV, x in f32 as on the CPU, which runs the
+  // plain ops: the norm scale is applied after the dot product instead of before, so the bound
+  // is summation and rescaling order (1e-5); accumulation adds the same product (1e-6). More
+  // rows: the GPU's plain ops, or cuBLASLt with beta = 1 for accumulation, x rounded to the
+  // weight's type (bounds as in MatmulMatchesCpu). F = 71 leaves the last GEMV block half
+  // used; K = 5000 gives the silu pairs several rounds of loads per lane.
+  const int64_t F = 71;
+  const std::pair<DType, double> cases[] = {{DType::F16, 2e-3}, {DType::BF16, 1e-2}};
+  for (auto [dt, tol] : cases)
+    for (int64_t k : {136, 2056, 5000})
+      for (int64_t m : {1, 3, 8, 37}) {
+        const bool gemv = m <= 8;
+        Tensor x = randn({m, k}), g = randn({k}), res = randn({m, F});
+        Tensor w = to_half(randn({F, k}, 0.1f), dt), w2 = to_half(randn({2 * F, k}, 0.1f), dt);
+        Tensor xg = x.to(kGpu), gg = g.to(kGpu), wg = w.to(kGpu), w2g = w2.to(kGpu);
+        Tensor normed = Tensor::empty({m, k}, DType::F32);
+        Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
+        Tensor ref = Tensor::empty({m, F}, DType::F32), out = Tensor::empty({m, F}, DType::F32, kGpu);
+        rms_norm_matmul(x, g, 1e-5f, w, normed, ref);
+        rms_norm_matmul(xg, gg, 1e-5f, wg, normed_g, out);
+        EXPECT_LT(rel_err(host(out), ref), gemv ? 1e-5 : tol)
+            << "norm " << dtype_name(dt) << " m=" << m << " k=" << k;
+        Tensor gu = Tensor::empty({m, 2 * F}, DType::F32);
+        Tensor gu_g = Tensor::empty({m, 2 * F}, DType::F32, kGpu);
+        rms_norm_matmul_silu(x, g, 1e-5f, w2, normed, gu, ref);
+        rms_norm_matmul_silu(xg, gg, 1e-5f, w2g, normed_g, gu_g, out);
+        EXPECT_LT(rel_err(host(out), ref), gemv ? 1e-5 : tol)
+            << "norm+silu " << dtype_name(dt) << " m=" << m << " k=" << k;
+        Tensor acc_g = res.to(kGpu), product = Tensor::empty({m, F}, DType::F32);
+        Tensor product_g = Tensor::empty({m, F}, DType::F32, kGpu);
+        matmul_add(x, w, product, res);
+        matmul_add(xg, wg, product_g, acc_g);
+        EXPECT_LT(rel_err(host(acc_g), res), gemv ? 1e-6 : tol)
+            << "accumulate " << dtype_name(dt) << " m=" << m << " k=" << k;
+      }
+}
+
+TEST_F(CudaOps, NormedQkvRopeCacheMatchesCpu) {
+  // Up to 8 rows with 16-bit weights and caches the GPU projects, rotates and caches in one
+  // GEMV; the CPU runs rms_norm, matmul, rope and reshape_and_cache into f32 caches. Bounds:
+  // FusedMatmulsMatchCpu's 1e-5 for the projection (the rotation adds an ulp or two), plus the
+  // cache type's rounding for the caches. 12 rows: the GPU's plain ops, x rounded for cuBLASLt.
+  const int Hq = 4, Hkv = 2, D = 64;
+  const int64_t width = (Hq + 2 * Hkv) * D, blocks = 4, bs = 4, row = Hkv * D;
+  RopeParams p;
+  p.head_dim = p.rotary_dim = D;
+  p.mscale = 1.05f;
+  for (int i = 0; i < D / 2; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / D));
+  const std::pair<DType, double> cases[] = {{DType::F16, 0x1p-11}, {DType::BF16, 0x1p-8}};
+  for (auto [dt, rounding] : cases)
+    for (int64_t k : {136, 2056})
+      for (int64_t m : {1, 3, 8, 12}) {
+        const bool gemv = m <= 8;
+        const double tol = gemv ? 1e-5 : (dt == DType::BF16 ? 1e-2 : 2e-3);
+        Tensor x = randn({m, k}), g = randn({k});
+        Tensor w = to_half(randn({width, k}, 0.1f), dt);
+        Tensor pos = Tensor::empty({m}, DType::I32), slots = Tensor::empty({m}, DType::I32);
+        for (int64_t t = 0; t < m; ++t) {
+          pos.data<int32_t>()[t] = int32_t(7 * t + 3);
+          slots.data<int32_t>()[t] = t == 1 ? -1 : int32_t(t);  // one padding row
+        }
+        Tensor normed = Tensor::empty({m, k}, DType::F32), qkv = Tensor::empty({m, width}, DType::F32);
+        Tensor kc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
+        Tensor vc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
+        rms_norm_matmul_rope_cache(x, g, 1e-5f, w, normed, qkv, Hq, pos, p, kc, vc, slots);
+        Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
+        Tensor qkv_g = Tensor::empty({m, width}, DType::F32, kGpu);
+        Tensor kc_g = Tensor::zeros({blocks, bs, Hkv, D}, dt).to(kGpu);
+        Tensor vc_g = Tensor::zeros({blocks, bs, Hkv, D}, dt).to(kGpu);
+        rms_norm_matmul_rope_cache(x.to(kGpu), g.to(kGpu), 1e-5f, w.to(kGpu), normed_g, qkv_g, Hq,
+                                   pos.to(kGpu), p, kc_g, vc_g, slots.to(kGpu));
+        const std::string what = std::string(dtype_name(dt)) + " m=" + std::to_string(m) +
+                                 " k=" + std::to_string(k);
+        EXPECT_LT(rel_err(host(qkv_g), qkv), tol) << what;
+        Tensor kh = host(kc_g), vh = host(vc_g);
+        Tensor got = Tensor::empty({2, blocks * bs * row}, DType::F32);
+        Tensor want = Tensor::empty({2, blocks * bs * row}, DType::F32);
+        for (int64_t i = 0; i < blocks * bs * row; ++i) {
+          const auto* kp = static_cast<const uint16_t*>(kh.raw());
+          const auto* vp = static_cast<const uint16_t*>(vh.raw());
+          got.data<float>()[i] = dt == DType::F16 ? f16_to_f32(kp[i]) : bf16_to_f32(kp[i]);
+          got.data<float>()[blocks * bs * row + i] =
+              dt == DType::F16 ? f16_to_f32(vp[i]) : bf16_to_f32(vp[i]);
+          want.data<float>()[i] = kc.data<float>()[i];
+          want.data<float>()[blocks * bs * row + i] = vc.data<float>()[i];
+        }
+        EXPECT_LT(rel_err(got, want), tol + rounding) << "caches " << what;
+      }
 }
 
 TEST_F(CudaOps, EmbeddingExact) {
@@ -173,6 +266,58 @@ TEST_F(CudaOps, RopeAllModes) {
     rope(xg, pos.to(kGpu), p);
     // sincosf and std::sin/cos each round within an ulp or two; angles reach 1.2e5 rad.
     EXPECT_LT(rel_err(host(xg), x), 1e-6) << "mode " << mode;
+  }
+}
+
+TEST_F(CudaOps, RopeAndCacheMatchesCpu) {
+  // One kernel rotates q and k and writes the rotated k and v into the caches; the CPU runs
+  // rope then reshape_and_cache into an f32 cache. Bounds: rope's 1e-6 (RopeAllModes), plus
+  // the cache type's rounding, 2^-11 for f16 and 2^-8 for bf16.
+  const int64_t T = 5, Hq = 4, Hkv = 2, D = 64, blocks = 3, bs = 4, row = Hkv * D;
+  RopeParams p;
+  p.head_dim = p.rotary_dim = D;
+  for (int i = 0; i < D / 2; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / D));
+  Tensor qkv = randn({T, (Hq + 2 * Hkv) * D});
+  Tensor pos = Tensor::empty({T}, DType::I32), slots = Tensor::empty({T}, DType::I32);
+  const int32_t pv[] = {3, 4, 5, 900, 0}, sv[] = {0, 1, 2, -1, 11};
+  std::copy(pv, pv + T, pos.data<int32_t>());
+  std::copy(sv, sv + T, slots.data<int32_t>());
+  const auto views = [&](Tensor& t) {
+    return std::array<Tensor, 3>{t.slice(1, 0, (Hq + Hkv) * D).split_last(Hq + Hkv),
+                                 t.slice(1, Hq * D, row).split_last(Hkv),
+                                 t.slice(1, (Hq + Hkv) * D, row).split_last(Hkv)};
+  };
+  auto [qk, k, v] = views(qkv);
+  Tensor kc = Tensor::empty({blocks, bs, Hkv, D}, DType::F32);
+  Tensor vc = Tensor::empty({blocks, bs, Hkv, D}, DType::F32);
+  const Tensor qkv_in = qkv.to(kGpu);  // before the CPU rotates qkv in place
+  rope_and_cache(qk, pos, p, k, v, kc, vc, slots);
+  const std::pair<DType, double> cases[] = {
+      {DType::F32, 1e-6}, {DType::F16, 1e-6 + 0x1p-11}, {DType::BF16, 1e-6 + 0x1p-8}};
+  for (auto [dt, tol] : cases) {
+    Tensor g = host(qkv_in).to(kGpu);
+    auto [qk_g, k_g, v_g] = views(g);
+    Tensor kc_g = Tensor::empty({blocks, bs, Hkv, D}, dt, kGpu);
+    Tensor vc_g = Tensor::empty({blocks, bs, Hkv, D}, dt, kGpu);
+    rope_and_cache(qk_g, pos.to(kGpu), p, k_g, v_g, kc_g, vc_g, slots.to(kGpu));
+    EXPECT_LT(rel_err(host(g), qkv), 1e-6) << dtype_name(dt);
+    Tensor kh = host(kc_g), vh = host(vc_g);
+    const auto at = [&](const Tensor& c, int64_t i) {
+      if (dt == DType::F32) return c.data<float>()[i];
+      const uint16_t b = static_cast<const uint16_t*>(c.raw())[i];
+      return dt == DType::F16 ? f16_to_f32(b) : bf16_to_f32(b);
+    };
+    for (int64_t t = 0; t < T; ++t) {
+      if (sv[t] < 0) continue;
+      Tensor got = Tensor::empty({2, row}, DType::F32), want = Tensor::empty({2, row}, DType::F32);
+      for (int64_t i = 0; i < row; ++i) {
+        got.data<float>()[i] = at(kh, sv[t] * row + i);
+        got.data<float>()[row + i] = at(vh, sv[t] * row + i);
+        want.data<float>()[i] = kc.data<float>()[sv[t] * row + i];
+        want.data<float>()[row + i] = vc.data<float>()[sv[t] * row + i];
+      }
+      EXPECT_LT(rel_err(got, want), tol) << dtype_name(dt) << " token " << t;
+    }
   }
 }
 

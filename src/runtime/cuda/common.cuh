@@ -44,6 +44,9 @@ __device__ __forceinline__ void pdl_begin() {
 // Whether launches ask for programmatic serialization: devices of compute capability 9.0 and
 // up, unless VLLM_CUDA_PDL=0 (for A/B timing).
 bool pdl_enabled();
+// Whether matmul_fused and rope_and_cache use their fused kernels: unless VLLM_CUDA_FUSE=0
+// (for A/B timing; the front-ends then run the plain ops).
+bool fusion_enabled();
 
 template <typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,

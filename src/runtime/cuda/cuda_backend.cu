@@ -13,6 +13,14 @@
 
 namespace vllm::cuda {
 
+bool fusion_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VLLM_CUDA_FUSE");
+    return !(env && std::string(env) == "0");
+  }();
+  return enabled;
+}
+
 bool pdl_enabled() {
   static const bool enabled = [] {
     const char* env = std::getenv("VLLM_CUDA_PDL");

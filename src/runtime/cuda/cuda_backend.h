@@ -32,6 +32,8 @@ class CudaBackend final : public Backend {
   void replay(const std::shared_ptr<void>& graph) override;
 
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  bool matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
+                    const MatmulFusion& fusion) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
@@ -43,6 +45,9 @@ class CudaBackend final : public Backend {
   void softmax(const Tensor& x, Tensor& out) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                          const Tensor& slot_mapping) override;
+  bool rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
+                      const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+                      const Tensor& slot_mapping) override;
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        const AttentionMeta& meta, float scale, int sliding_window,
                        Tensor& out) override;
@@ -57,6 +62,7 @@ class CudaBackend final : public Backend {
   struct GemmPlan;  // cuBLASLt descriptors and the chosen algorithm for one problem
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t>;
   const GemmPlan& gemm_plan(const GemmKey& key);
+  void gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta);
 
   int index_;
   int multiprocessors_ = 0;

@@ -105,13 +105,10 @@ struct RopeArgs {
   float mscale, theta_scale, freq_scale;
 };
 
-// One block per token: the angles first (ggml's repeated-product chain needs them in order),
-// then every (head, pair) rotated.
-__global__ void rope_kernel(float* x, const int32_t* __restrict__ positions, const RopeArgs a) {
-  pdl_begin();
+// Token t's rotation, by one block: the angles first (ggml's repeated-product chain needs them
+// in order), then every (head, pair) rotated.
+__device__ void rotate_token(float* x, int64_t t, int32_t pos, const RopeArgs& a) {
   __shared__ float cos_s[kMaxRotaryPairs], sin_s[kMaxRotaryPairs];
-  const int64_t t = blockIdx.x;
-  const int32_t pos = positions[t];
   if (a.ggml_theta) {
     if (threadIdx.x == 0) {
       float chain = float(pos);
@@ -145,6 +142,39 @@ __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions, con
   }
 }
 
+// One block per token.
+__global__ void rope_kernel(float* x, const int32_t* __restrict__ positions, const RopeArgs a) {
+  pdl_begin();
+  rotate_token(x, blockIdx.x, positions[blockIdx.x], a);
+}
+
+// Token t's k and v rows ([Hkv * D], packed) into the caches at its slot (none when < 0).
+template <typename C>
+__device__ void cache_token(const float* k, int64_t ks, const float* v, int64_t vs,
+                            C* __restrict__ k_cache, C* __restrict__ v_cache, int64_t t,
+                            int64_t slot, int64_t row) {
+  if (slot < 0) return;
+  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
+    k_cache[slot * row + i] = from_float<C>(k[t * ks + i]);
+    v_cache[slot * row + i] = from_float<C>(v[t * vs + i]);
+  }
+}
+
+// rope_kernel, then the block writes its token's (rotated) k and v into the caches: k is the
+// last heads of x, so the block reads back what it has just written.
+template <typename C>
+__global__ void rope_cache_kernel(float* x, const int32_t* __restrict__ positions,
+                                  const RopeArgs a, const float* k, int64_t ks,
+                                  const float* __restrict__ v, int64_t vs, C* __restrict__ k_cache,
+                                  C* __restrict__ v_cache, const int32_t* __restrict__ slots,
+                                  int64_t row) {
+  pdl_begin();
+  const int64_t t = blockIdx.x;
+  rotate_token(x, t, positions[t], a);
+  __syncthreads();
+  cache_token(k, ks, v, vs, k_cache, v_cache, t, slots[t], row);
+}
+
 __global__ void silu_and_mul_kernel(const float* __restrict__ gu, int64_t gs,
                                     float* __restrict__ out, int64_t os, int64_t f) {
   pdl_begin();
@@ -176,13 +206,7 @@ __global__ void reshape_and_cache_kernel(const float* __restrict__ k, int64_t ks
                                          C* __restrict__ k_cache, C* __restrict__ v_cache,
                                          const int32_t* __restrict__ slots, int64_t row) {
   pdl_begin();
-  const int64_t t = blockIdx.x;
-  const int64_t slot = slots[t];
-  if (slot < 0) return;
-  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-    k_cache[slot * row + i] = from_float<C>(k[t * ks + i]);
-    v_cache[slot * row + i] = from_float<C>(v[t * vs + i]);
-  }
+  cache_token(k, ks, v, vs, k_cache, v_cache, blockIdx.x, slots[blockIdx.x], row);
 }
 
 // Argmax over column chunks: block (c, r) scans columns [c * len, (c + 1) * len) of row r and
@@ -277,9 +301,8 @@ void CudaBackend::add_bias(Tensor& x, const Tensor& bias) {
       x.data<float>(), row_stride(x), bias.data<float>(), n);
 }
 
-void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
-  const int64_t t = x.size(0);
-  if (t == 0) return;
+namespace {
+RopeArgs rope_args(const Tensor& x, const RopeParams& params) {
   RopeArgs a{};
   a.half = params.rotary_dim / 2;
   VLLM_CHECK(a.half <= kMaxRotaryPairs, "rotary_dim ", params.rotary_dim, " beyond the CUDA limit");
@@ -294,8 +317,33 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& par
   a.mscale = params.mscale;
   a.theta_scale = params.theta_scale;
   a.freq_scale = params.freq_scale;
+  return a;
+}
+}  // namespace
+
+void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
+  const int64_t t = x.size(0);
+  if (t == 0) return;
+  const RopeArgs a = rope_args(x, params);
   launch(rope_kernel, rows_grid(t), row_threads(a.heads * a.half), 0, stream_,
       x.data<float>(), positions.data<int32_t>(), a);
+}
+
+bool CudaBackend::rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
+                                 const Tensor& k, const Tensor& v, Tensor& k_cache,
+                                 Tensor& v_cache, const Tensor& slot_mapping) {
+  if (!fusion_enabled()) return false;
+  const int64_t t = qk.size(0), row = k.size(1) * k.size(2);
+  if (t == 0) return true;
+  const RopeArgs a = rope_args(qk, params);
+  dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
+    using C = std::remove_pointer_t<decltype(tag)>;
+    launch(rope_cache_kernel<C>, rows_grid(t), row_threads(a.heads * a.half), 0, stream_,
+        qk.data<float>(), positions.data<int32_t>(), a, k.data<float>(), row_stride(k),
+        v.data<float>(), row_stride(v), k_cache.data<C>(), v_cache.data<C>(),
+        slot_mapping.data<int32_t>(), row);
+  });
+  return true;
 }
 
 void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {

@@ -1,0 +1,327 @@
+// The decode GEMV. A launch fills the GPU once (a few blocks per multiprocessor) and each warp
+// then walks its share of the output columns, one column at a time over all of K, keeping
+// kDepth 16-byte weight loads per lane in flight across column boundaries: the weights stream
+// without the gaps that short-lived blocks leave at their start and end. x is staged once per
+// block in shared memory (times the norm weight, for kNorm, with the block's sum of squares
+// giving the scale applied to each finished column); rows too long to stage read x through
+// the cache instead, without the norm and silu fusions.
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "runtime/cuda/common.cuh"
+#include "runtime/cuda/gemv.cuh"
+
+namespace vllm::cuda {
+namespace {
+
+constexpr int kMaxRows = 8;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+// Weight loads in flight per lane.
+constexpr int kDepth = 8;
+constexpr size_t kMaxStagedBytes = 96 * 1024;
+
+enum GemvMode : int { kPlain = 0, kNorm = 1, kAccumulate = 2, kSilu = 4, kStaged = 8, kRope = 16 };
+
+constexpr int kMaxRopePairs = 64;  // head_dim <= 128
+
+template <typename W>
+struct GemvArgs {
+  const float* x;
+  int64_t ldx;
+  const W* w;
+  int64_t k, n;  // w is [n, k]
+  float* out;
+  int64_t ldo;
+  const float* norm_weight;  // kNorm
+  float eps;
+  int64_t units;  // output columns; for kSilu, (gate, up) column pairs (j, j + n / 2)
+  int64_t warps;  // in the grid; warp g takes units g, g + warps, ...
+  // kRope: out is qkv; units are the column pairs (i, i + D/2) of each q, k and v head, the
+  // first two rotated as rope_kernel does, those of k and v also written to the caches.
+  const int32_t* positions;
+  const int32_t* slots;
+  W* k_cache;
+  W* v_cache;
+  int q_heads, kv_heads, head_dim;
+  float mscale;
+  float inv_freq[kMaxRopePairs];
+};
+
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8], const __nv_bfloat16*) {
+  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x, f[2 * i + 1] = v.y;
+  }
+}
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8], const __half*) {
+  const auto* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __half22float2(h[i]);
+    f[2 * i] = v.x, f[2 * i + 1] = v.y;
+  }
+}
+
+__device__ __forceinline__ float4 mul4(float4 a, float4 b) {
+  return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w);
+}
+__device__ __forceinline__ float dot8(const float (&w)[8], float4 a, float4 b) {
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
+         w[6] * b.z + w[7] * b.w;
+}
+
+// kRope epilogue for row m of pair `unit` (head h, pair i) with values (x0, x1): q and k heads
+// rotated by position with rope_kernel's arithmetic, k and v heads also written to the caches
+// at the row's slot (none when < 0).
+template <typename W>
+__device__ void rotate_and_cache(const GemvArgs<W>& a, int m, int unit, float x0, float x1) {
+  const int half = a.head_dim / 2, h = unit / half, i = unit % half;
+  if (h < a.q_heads + a.kv_heads) {
+    float s, c;
+    sincosf(float(a.positions[m]) * a.inv_freq[i], &s, &c);
+    c *= a.mscale, s *= a.mscale;
+    const float r0 = x0 * c - x1 * s, r1 = x1 * c + x0 * s;
+    x0 = r0, x1 = r1;
+  }
+  float* o = a.out + m * a.ldo + int64_t(h) * a.head_dim + i;
+  o[0] = x0, o[half] = x1;
+  const int64_t slot = a.slots[m];
+  if (h < a.q_heads || slot < 0) return;
+  const bool is_k = h < a.q_heads + a.kv_heads;
+  const int kv_head = h - a.q_heads - (is_k ? 0 : a.kv_heads);
+  W* cache = (is_k ? a.k_cache : a.v_cache) +
+             (slot * a.kv_heads + kv_head) * a.head_dim + i;
+  cache[0] = from_float<W>(x0);
+  cache[half] = from_float<W>(x1);
+}
+
+// A lane reads piece (16 bytes, 8 weights) step * 32 + lane of each column: a column takes
+// `steps` steps, a unit 1 or 2 columns (silu: gate then up; rope: a rotated pair), and the
+// warp's units follow each other.
+template <typename W, int M, int Mode>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
+  constexpr bool kNormed = Mode & kNorm, kStage = Mode & kStaged, kRotate = Mode & kRope;
+  constexpr bool kPairs = (Mode & kSilu) || kRotate;
+  constexpr int kColumns = kPairs ? 2 : 1;
+  // Staged x of row m: staged[2m][p] and staged[2m + 1][p] hold x[8p..8p+3] and x[8p+4..8p+7],
+  // so that consecutive lanes read consecutive 16-byte words.
+  extern __shared__ float4 staged[];
+  __shared__ float scale[M];
+  const int lane = threadIdx.x % 32;
+  // Counters fit 32 bits (the front-end's matmul limits); fewer registers, more warps.
+  const int first = blockIdx.x * kWarps + threadIdx.x / 32;
+  const int pieces = int(a.k / 8), steps = (pieces + 31) / 32;
+  const int half = kRotate ? a.head_dim / 2 : int(a.n / 2);  // between a pair's columns
+  const int warps = int(a.warps), all_units = int(a.units);
+  const int units = first < all_units ? (all_units - 1 - first) / warps + 1 : 0;
+  const int total = units * kColumns * steps;
+  const auto column_of = [&](int unit, int column) {
+    if constexpr (kRotate) return (unit / half) * a.head_dim + unit % half + column * half;
+    return unit + (kPairs ? column * half : 0);
+  };
+  const auto row = [&](int unit, int column) {
+    const int64_t c = column_of(unit < all_units ? unit : 0, column);
+    return reinterpret_cast<const uint4*>(a.w + c * a.k);
+  };
+
+  // The load cursor runs kDepth pieces ahead of the compute cursor below.
+  int l_item = 0, l_step = 0, l_unit = first, l_column = 0;
+  const uint4* l_row = row(l_unit, 0);
+  const auto load_next = [&](uint4& dst) {
+    const int p = l_step * 32 + lane;
+    dst = l_item < total && p < pieces ? __ldg(l_row + p) : make_uint4(0, 0, 0, 0);
+    ++l_item;
+    if (++l_step == steps) {
+      l_step = 0;
+      if (++l_column == kColumns) l_column = 0, l_unit += warps;
+      l_row = row(l_unit, l_column);
+    }
+  };
+  uint4 buf[kDepth];
+#pragma unroll
+  for (int u = 0; u < kDepth; ++u) load_next(buf[u]);
+  pdl_begin();  // the weights depend on no earlier kernel; x does
+
+  if constexpr (kStage) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float ss = 0.0f;
+      for (int p = threadIdx.x; p < pieces; p += kThreads) {
+        const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * 8);
+        float4 lo = xp[0], hi = xp[1];
+        if constexpr (kNormed) {
+          ss += lo.x * lo.x + lo.y * lo.y + lo.z * lo.z + lo.w * lo.w + hi.x * hi.x +
+                hi.y * hi.y + hi.z * hi.z + hi.w * hi.w;
+          const float4* g = reinterpret_cast<const float4*>(a.norm_weight + p * 8);
+          lo = mul4(lo, g[0]), hi = mul4(hi, g[1]);
+        }
+        staged[2 * m * pieces + p] = lo;
+        staged[(2 * m + 1) * pieces + p] = hi;
+      }
+      if constexpr (kNormed) {
+        ss = block_sum(ss);
+        if (threadIdx.x == 0) scale[m] = rsqrtf(ss / float(a.k) + a.eps);
+      }
+    }
+    __syncthreads();
+  }
+
+  float acc[M] = {}, first_of_pair[M] = {};  // kPairs: the gate, or x0
+  int c_step = 0, c_unit = first, c_column = 0;
+  for (int it = 0; it < total; it += kDepth) {
+#pragma unroll
+    for (int u = 0; u < kDepth; ++u) {
+      if (it + u < total) {
+        const int p = c_step * 32 + lane;
+        if (p < pieces) {
+          float wf[8];
+          unpack8(buf[u], wf, static_cast<const W*>(nullptr));
+#pragma unroll
+          for (int m = 0; m < M; ++m) {
+            if constexpr (kStage) {
+              acc[m] += dot8(wf, staged[2 * m * pieces + p], staged[(2 * m + 1) * pieces + p]);
+            } else {
+              const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * 8);
+              acc[m] += dot8(wf, __ldg(xp), __ldg(xp + 1));
+            }
+          }
+        }
+        if (++c_step == steps) {  // column finished: lane m writes row m
+          c_step = 0;
+#pragma unroll
+          for (int m = 0; m < M; ++m) {
+            float v = warp_sum(acc[m]);
+            acc[m] = 0.0f;
+            if constexpr (kNormed) v *= scale[m];
+            if constexpr (kRotate) {
+              if (c_column == 0) first_of_pair[m] = v;
+              else if (lane == m) rotate_and_cache(a, m, c_unit, first_of_pair[m], v);
+            } else if constexpr (kPairs) {
+              if (c_column == 0) first_of_pair[m] = v;
+              else if (lane == m) a.out[m * a.ldo + c_unit] = first_of_pair[m] / (1.0f + expf(-first_of_pair[m])) * v;
+            } else if (lane == m) {
+              if constexpr (Mode & kAccumulate) a.out[m * a.ldo + c_unit] += v;
+              else a.out[m * a.ldo + c_unit] = v;
+            }
+          }
+          if (++c_column == kColumns) c_column = 0, c_unit += warps;
+        }
+      }
+      load_next(buf[u]);
+    }
+  }
+}
+
+// As many blocks as fit at once (per_sm on each multiprocessor), but none without a unit for
+// each of its warps: the most weight loads in flight, and no second wave.
+int64_t choose_blocks(int64_t units, int per_sm, int multiprocessors) {
+  return std::min<int64_t>(int64_t(per_sm) * multiprocessors, (units + kWarps - 1) / kWarps);
+}
+
+template <typename W, int M, int Mode>
+void launch_rows(GemvArgs<W> args, size_t smem, int multiprocessors, cudaStream_t stream) {
+  const auto kernel = gemv_kernel<W, M, Mode>;
+  static std::mutex mutex;
+  static std::map<size_t, int> per_sm;  // resident blocks per multiprocessor by staged bytes
+  int fit;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = per_sm.find(smem);
+    if (it == per_sm.end()) {
+      if (Mode & kStaged)
+        VLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             int(kMaxStagedBytes)));
+      int n = 0;
+      VLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem));
+      it = per_sm.emplace(smem, std::max(n, 1)).first;
+    }
+    fit = it->second;
+  }
+  const int64_t blocks = choose_blocks(args.units, fit, multiprocessors);
+  args.warps = blocks * kWarps;
+  launch(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, args);
+}
+
+template <typename W, int Mode>
+void launch_mode(const GemvArgs<W>& args, int64_t m, size_t smem, int multiprocessors,
+                 cudaStream_t stream) {
+  switch (m) {
+#define VLLM_GEMV_CASE(M)                                                   \
+  case M:                                                                   \
+    launch_rows<W, M, Mode>(args, smem, multiprocessors, stream);           \
+    break;
+    VLLM_GEMV_CASE(1) VLLM_GEMV_CASE(2) VLLM_GEMV_CASE(3) VLLM_GEMV_CASE(4)
+    VLLM_GEMV_CASE(5) VLLM_GEMV_CASE(6) VLLM_GEMV_CASE(7) VLLM_GEMV_CASE(8)
+#undef VLLM_GEMV_CASE
+    default: VLLM_CHECK(false, "gemv rows ", m);
+  }
+}
+
+size_t staged_bytes(const Tensor& x) { return size_t(x.size(0) * x.size(1)) * sizeof(float); }
+
+template <typename W>
+void launch_typed(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& f,
+                  int multiprocessors, cudaStream_t stream) {
+  GemvArgs<W> a{};
+  a.x = x.data<float>(), a.ldx = row_stride(x);
+  a.w = w.data<W>(), a.k = w.size(1), a.n = w.size(0);
+  a.out = out.data<float>(), a.ldo = row_stride(out);
+  if (f.norm_weight) a.norm_weight = f.norm_weight->data<float>(), a.eps = f.eps;
+  a.units = f.silu_and_mul || f.rope_cache ? w.size(0) / 2 : w.size(0);
+  const int64_t m = x.size(0);
+  const size_t smem = staged_bytes(x);
+  const int sms = multiprocessors;
+  if (const RopeCacheFusion* rc = f.rope_cache) {
+    const RopeParams& p = *rc->params;
+    a.positions = rc->positions->data<int32_t>();
+    a.slots = rc->slot_mapping->data<int32_t>();
+    a.k_cache = rc->k_cache->data<W>(), a.v_cache = rc->v_cache->data<W>();
+    a.q_heads = rc->q_heads;
+    a.kv_heads = static_cast<int>(rc->k_cache->size(2));
+    a.head_dim = p.head_dim;
+    a.mscale = p.mscale;
+    std::copy(p.inv_freq.begin(), p.inv_freq.end(), a.inv_freq);
+    launch_mode<W, kNorm | kRope | kStaged>(a, m, smem, sms, stream);
+  } else if (f.silu_and_mul && f.norm_weight) launch_mode<W, kNorm | kSilu | kStaged>(a, m, smem, sms, stream);
+  else if (f.silu_and_mul) launch_mode<W, kSilu | kStaged>(a, m, smem, sms, stream);
+  else if (f.norm_weight) launch_mode<W, kNorm | kStaged>(a, m, smem, sms, stream);
+  else if (smem > kMaxStagedBytes && f.accumulate) launch_mode<W, kAccumulate>(a, m, 0, sms, stream);
+  else if (smem > kMaxStagedBytes) launch_mode<W, kPlain>(a, m, 0, sms, stream);
+  else if (f.accumulate) launch_mode<W, kAccumulate | kStaged>(a, m, smem, sms, stream);
+  else launch_mode<W, kStaged>(a, m, smem, sms, stream);
+}
+
+bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0; }
+
+}  // namespace
+
+bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& f) {
+  const DType dt = w.dtype();
+  if (x.size(0) > kMaxRows || (dt != DType::BF16 && dt != DType::F16) || x.size(1) % 8 != 0 ||
+      row_stride(x) % 4 != 0 || !aligned16(x) || !aligned16(w) || !w.is_contiguous())
+    return false;
+  if (f.silu_and_mul && w.size(0) % 2 != 0) return false;
+  if (const RopeCacheFusion* rc = f.rope_cache) {  // HF rotary over whole heads, 16-bit cache
+    const RopeParams& p = *rc->params;
+    if (!f.norm_weight || !p.neox || p.ggml_theta || p.rotary_dim != p.head_dim ||
+        p.head_dim / 2 > kMaxRopePairs || !p.freq_factors.empty() ||
+        rc->k_cache->dtype() != dt || rc->v_cache->dtype() != dt)
+      return false;
+  }
+  if (f.norm_weight && (!f.norm_weight->is_contiguous() || !aligned16(*f.norm_weight)))
+    return false;
+  return (!f.norm_weight && !f.silu_and_mul) || staged_bytes(x) <= kMaxStagedBytes;
+}
+
+void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& f,
+                 int multiprocessors, cudaStream_t stream) {
+  if (x.size(0) == 0 || w.size(0) == 0) return;
+  if (w.dtype() == DType::BF16) launch_typed<__nv_bfloat16>(x, w, out, f, multiprocessors, stream);
+  else launch_typed<__half>(x, w, out, f, multiprocessors, stream);
+}
+
+}  // namespace vllm::cuda
