@@ -15,6 +15,8 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  bool matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
+                    const MatmulFusion& fusion) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,

@@ -7,6 +7,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/isa.h"
 #include "runtime/cpu/quant.h"
+#include "runtime/ops.h"
 #include "runtime/thread_pool.h"
 
 namespace vllm::cpu {
@@ -16,7 +17,9 @@ constexpr int64_t kRowTile = 16;  // weight rows per task: they stay in L1 acros
 
 bool has_int8_dot(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
 
-void matmul_int8(const Tensor& x, const Tensor& w, Tensor& out) {
+// accumulate: out += x @ w^T, each product rounded to f32 before the add, as a separate add
+// would; the int8 tiles write to a per-task scratch that is then added in.
+void matmul_int8(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   const int64_t nb = K / kQK;
   // The calling thread's buffer; workers reach it through the pointer (not their own copy).
@@ -31,24 +34,32 @@ void matmul_int8(const Tensor& x, const Tensor& w, Tensor& out) {
   const QDotFn dot = qdot_for(w.dtype());
   const QGemmFn gemm = qgemm_for(w.dtype());
   const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
+  const int64_t ldo = out.stride_bytes(0) / int64_t(sizeof(float));
   pool.parallel_for(num_tiles, [&](int64_t t0, int64_t t1) {
+    std::vector<float> scratch(gemm && accumulate ? static_cast<size_t>(M * kRowTile) : 0);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n0 = t * kRowTile, n1 = std::min(N, n0 + kRowTile);
-      if (gemm) {
-        gemm(w.row(n0), w.stride_bytes(0), n1 - n0, xq_data, M, nb,
-             reinterpret_cast<float*>(out.row(0)) + n0, out.stride_bytes(0) / sizeof(float));
-        continue;
-      }
-      for (int64_t m = 0; m < M; ++m) {
-        float* o = reinterpret_cast<float*>(out.row(m));
-        const BlockQ8_1* a = xq_data + m * nb;
-        for (int64_t n = n0; n < n1; ++n) o[n] = dot(w.row(n), a, nb);
+      float* o = reinterpret_cast<float*>(out.row(0));
+      if (gemm && !accumulate) {
+        gemm(w.row(n0), w.stride_bytes(0), n1 - n0, xq_data, M, nb, o + n0, ldo);
+      } else if (gemm) {
+        gemm(w.row(n0), w.stride_bytes(0), n1 - n0, xq_data, M, nb, scratch.data(), kRowTile);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = n0; n < n1; ++n) o[m * ldo + n] += scratch[m * kRowTile + n - n0];
+      } else {
+        for (int64_t m = 0; m < M; ++m) {
+          const BlockQ8_1* a = xq_data + m * nb;
+          for (int64_t n = n0; n < n1; ++n) {
+            const float v = dot(w.row(n), a, nb);
+            o[m * ldo + n] = accumulate ? o[m * ldo + n] + v : v;
+          }
+        }
       }
     }
   });
 }
 
-void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out) {
+void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
   const bool direct = w.dtype() == DType::F32;
@@ -65,7 +76,8 @@ void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out) {
         for (int64_t n = n0; n < n1; ++n) {
           const float* wr = direct ? reinterpret_cast<const float*>(w.row(n))
                                    : tile.data() + (n - n0) * K;
-          o[n] = dot_f32(wr, a, K);
+          const float v = dot_f32(wr, a, K);
+          o[n] = accumulate ? o[n] + v : v;
         }
       }
     }
@@ -76,9 +88,20 @@ void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out) {
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   if (has_int8_dot(w.dtype()))
-    matmul_int8(x, w, out);
+    matmul_int8(x, w, out, false);
   else
-    matmul_f32(x, w, out);
+    matmul_f32(x, w, out, false);
+}
+
+// Accumulation only: the norm and activation fusions would change the CPU's arithmetic.
+bool CpuBackend::matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
+                              const MatmulFusion& f) {
+  if (!f.accumulate || f.norm_weight || f.silu_and_mul || f.rope_cache) return false;
+  if (has_int8_dot(w.dtype()))
+    matmul_int8(x, w, out, true);
+  else
+    matmul_f32(x, w, out, true);
+  return true;
 }
 
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {

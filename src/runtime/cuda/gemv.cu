@@ -38,8 +38,8 @@ struct GemvArgs {
   float eps;
   int64_t units;  // output columns; for kSilu, (gate, up) column pairs (j, j + n / 2)
   int64_t warps;  // in the grid; warp g takes units g, g + warps, ...
-  // kRope: out is qkv; units are the column pairs (i, i + D/2) of each q, k and v head, the
-  // first two rotated as rope_kernel does, those of k and v also written to the caches.
+  // kRope: out is qkv; units are the column pairs (i, i + D/2) of each q, k and v head; q and
+  // k pairs are rotated as rope_kernel does, k and v pairs also written to the caches.
   const int32_t* positions;
   const int32_t* slots;
   W* k_cache;
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   extern __shared__ float4 staged[];
   __shared__ float scale[M];
   const int lane = threadIdx.x % 32;
-  // Counters fit 32 bits (the front-end's matmul limits); fewer registers, more warps.
+  // Counters fit 32 bits (gemv_applies checks the sizes); fewer registers, more warps.
   const int first = blockIdx.x * kWarps + threadIdx.x / 32;
   const int pieces = int(a.k / 8), steps = (pieces + 31) / 32;
   const int half = kRotate ? a.head_dim / 2 : int(a.n / 2);  // between a pair's columns
@@ -302,7 +302,8 @@ bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()) % 
 bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& f) {
   const DType dt = w.dtype();
   if (x.size(0) > kMaxRows || (dt != DType::BF16 && dt != DType::F16) || x.size(1) % 8 != 0 ||
-      row_stride(x) % 4 != 0 || !aligned16(x) || !aligned16(w) || !w.is_contiguous())
+      row_stride(x) % 4 != 0 || !aligned16(x) || !aligned16(w) || !w.is_contiguous() ||
+      w.size(0) > INT32_MAX / 2 || x.size(1) > INT32_MAX / 2)
     return false;
   if (f.silu_and_mul && w.size(0) % 2 != 0) return false;
   if (const RopeCacheFusion* rc = f.rope_cache) {  // HF rotary over whole heads, 16-bit cache
