@@ -124,6 +124,27 @@ TEST_P(MatmulTest, MatchesReference) {
   }
 }
 
+// matmul_add adds each product into out inside the matmul's tiles: the same values, bit for
+// bit, as matmul into a scratch followed by add (the CPU promises its arithmetic is unchanged
+// by the fusion). Sizes cover partial tiles (N = 37) and the M > 1 tile loop.
+TEST_P(MatmulTest, AccumulateEqualsMatmulThenAdd) {
+  const DType type = GetParam();
+  const bool k_quant = dtype_info(type).block_size == kQKK;
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, k_quant ? 256 : 64},
+                         {33, 19, 256}}) {
+    Tensor x = randn({M, K}), residual = randn({M, N});
+    Tensor wf = randn({N, K}, 0.5f);
+    Tensor w = type == DType::F32 ? wf : quantize(wf, type);
+    Tensor product = Tensor::empty({M, N}, DType::F32), want = Tensor::empty({M, N}, DType::F32);
+    matmul(x, w, product);
+    add(residual, product, want);
+    Tensor scratch = Tensor::empty({M, N}, DType::F32);
+    matmul_add(x, w, scratch, residual);
+    for (int64_t i = 0; i < M * N; ++i)
+      ASSERT_EQ(residual.data<float>()[i], want.data<float>()[i]) << M << "x" << N << "x" << K;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, MatmulTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
                                            DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K,
