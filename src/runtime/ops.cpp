@@ -110,6 +110,26 @@ void check_cache_write(const Tensor& k, const Tensor& v, const Tensor& k_cache,
   }
 }
 
+// The bodies of rms_norm_matmul and rope_and_cache for arguments already validated: the fused
+// kernel where the backend has one, else the plain ops.
+void run_rms_norm_matmul(Backend& b, const Tensor& x, const Tensor& norm_weight, float eps,
+                         const Tensor& w, Tensor& normed, Tensor& out) {
+  MatmulFusion f;
+  f.norm_weight = &norm_weight;
+  f.eps = eps;
+  if (b.matmul_fused(x, w, out, f)) return;
+  b.rms_norm(x, norm_weight, eps, normed);
+  b.matmul(normed, w, out);
+}
+
+void run_rope_and_cache(Backend& b, Tensor& qk, const Tensor& positions,
+                        const RopeParams& params, const Tensor& k, const Tensor& v,
+                        Tensor& k_cache, Tensor& v_cache, const Tensor& slot_mapping) {
+  if (b.rope_and_cache(qk, positions, params, k, v, k_cache, v_cache, slot_mapping)) return;
+  b.rope(qk, positions, params);
+  b.reshape_and_cache(k, v, k_cache, v_cache, slot_mapping);
+}
+
 }  // namespace
 
 void matmul(const Tensor& x, const Tensor& w, Tensor& out) {
@@ -121,13 +141,7 @@ void rms_norm_matmul(const Tensor& x, const Tensor& norm_weight, float eps, cons
                      Tensor& normed, Tensor& out) {
   check_matmul(x, w, out);
   check_rms_norm(x, norm_weight, normed);
-  MatmulFusion f;
-  f.norm_weight = &norm_weight;
-  f.eps = eps;
-  Backend& b = backend_for(out.device());
-  if (b.matmul_fused(x, w, out, f)) return;
-  b.rms_norm(x, norm_weight, eps, normed);
-  b.matmul(normed, w, out);
+  run_rms_norm_matmul(backend_for(out.device()), x, norm_weight, eps, w, normed, out);
 }
 
 void rms_norm_matmul_silu(const Tensor& x, const Tensor& norm_weight, float eps,
@@ -156,7 +170,6 @@ void matmul_add(const Tensor& x, const Tensor& w, Tensor& product, Tensor& out) 
   Backend& b = backend_for(out.device());
   if (b.matmul_fused(x, w, out, f)) return;
   b.matmul(x, w, product);
-  check_add(out, product, out);
   b.add(out, product, out);
 }
 
@@ -239,10 +252,8 @@ void rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& param
   VLLM_CHECK(k.size(0) == qk.size(0) && kv_heads <= qk.size(1) && k.raw() == last_heads &&
                  k.stride_bytes(0) == qk.stride_bytes(0),
              "rope_and_cache: k must be the last heads of qk");
-  Backend& b = backend_for(k_cache.device());
-  if (b.rope_and_cache(qk, positions, params, k, v, k_cache, v_cache, slot_mapping)) return;
-  b.rope(qk, positions, params);
-  b.reshape_and_cache(k, v, k_cache, v_cache, slot_mapping);
+  run_rope_and_cache(backend_for(k_cache.device()), qk, positions, params, k, v, k_cache,
+                     v_cache, slot_mapping);
 }
 
 QkvHeads split_qkv(const Tensor& qkv, int q_heads, int kv_heads, int head_dim) {
@@ -272,8 +283,9 @@ void rms_norm_matmul_rope_cache(const Tensor& x, const Tensor& norm_weight, floa
   f.rope_cache = &rc;
   Backend& b = backend_for(qkv.device());
   if (b.matmul_fused(x, w, qkv, f)) return;
-  rms_norm_matmul(x, norm_weight, eps, w, normed, qkv);
-  rope_and_cache(heads.qk, positions, params, heads.k, heads.v, k_cache, v_cache, slot_mapping);
+  run_rms_norm_matmul(b, x, norm_weight, eps, w, normed, qkv);
+  run_rope_and_cache(b, heads.qk, positions, params, heads.k, heads.v, k_cache, v_cache,
+                     slot_mapping);
 }
 
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

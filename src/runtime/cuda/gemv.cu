@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <type_traits>
 
 #include "runtime/cuda/common.cuh"
 #include "runtime/cuda/gemv.cuh"
@@ -49,19 +50,17 @@ struct GemvArgs {
   float inv_freq[kMaxRopePairs];
 };
 
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8], const __nv_bfloat16*) {
-  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+__device__ __forceinline__ float2 to_float2(__half2 v) { return __half22float2(v); }
+
+// The 8 weights of a 16-byte piece as floats.
+template <typename W>
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
+  using W2 = std::conditional_t<std::is_same_v<W, __half>, __half2, __nv_bfloat162>;
+  const auto* h = reinterpret_cast<const W2*>(&u);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float2 v = __bfloat1622float2(h[i]);
-    f[2 * i] = v.x, f[2 * i + 1] = v.y;
-  }
-}
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8], const __half*) {
-  const auto* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = __half22float2(h[i]);
+    const float2 v = to_float2(h[i]);
     f[2 * i] = v.x, f[2 * i + 1] = v.y;
   }
 }
@@ -179,7 +178,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
         const int p = c_step * 32 + lane;
         if (p < pieces) {
           float wf[8];
-          unpack8(buf[u], wf, static_cast<const W*>(nullptr));
+          unpack8<W>(buf[u], wf);
 #pragma unroll
           for (int m = 0; m < M; ++m) {
             if constexpr (kStage) {
