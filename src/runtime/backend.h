@@ -41,8 +41,6 @@ class Backend {
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
-  virtual void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
-                            Tensor& out) = 0;
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void add_bias(Tensor& x, const Tensor& bias) = 0;
   virtual void rope(Tensor& x, const Tensor& positions, const RopeParams& params) = 0;

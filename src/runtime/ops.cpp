@@ -195,17 +195,6 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   backend_for(out.device()).rms_norm(x, weight, eps, out);
 }
 
-void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out) {
-  expect(x, "x", 2, DType::F32);
-  expect(residual, "residual", 2, DType::F32);
-  expect(out, "out", 2, DType::F32);
-  expect(weight, "weight", 1, DType::F32);
-  VLLM_CHECK(residual.shape() == x.shape() && out.shape() == x.shape() &&
-                 weight.size(0) == x.size(1),
-             "add_rms_norm shapes");
-  backend_for(out.device()).add_rms_norm(x, residual, weight, eps, out);
-}
-
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   check_add(a, b, out);
   backend_for(out.device()).add(a, b, out);

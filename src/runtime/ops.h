@@ -88,8 +88,6 @@ struct MatmulFusion {
 void embedding(const Tensor& ids, const Tensor& table, Tensor& out);
 // out[T, D] = x / rms(x) * weight.
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
-// residual += x in place, then out = rms_norm(residual) * weight (pre-norm residual stream).
-void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out);
 // out = a + b (same shape, f32).
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 // x[T, N] += bias[N].

@@ -39,18 +39,6 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tens
   });
 }
 
-void CpuBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
-                              Tensor& out) {
-  const int64_t n = x.size(-1);
-  const float* w = weight.data<float>();
-  for_rows(x.size(0), [&](int64_t r) {
-    float* res = frow(residual, r);
-    const float* xr = frow(x, r);
-    for (int64_t i = 0; i < n; ++i) res[i] += xr[i];
-    rms_norm_row(res, w, eps, n, frow(out, r));
-  });
-}
-
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   const int64_t n = a.size(-1);
   for_rows(a.size(0), [&](int64_t r) {

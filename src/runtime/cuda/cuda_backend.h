@@ -36,8 +36,6 @@ class CudaBackend final : public Backend {
                     const MatmulFusion& fusion) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
-  void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
-                    Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_bias(Tensor& x, const Tensor& bias) override;
   void rope(Tensor& x, const Tensor& positions, const RopeParams& params) override;

@@ -43,45 +43,6 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, RowAddr xa,
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) orow[i] = xr[i] * scale * w[i];
 }
 
-// Elements per thread that add_rms_norm keeps in registers (with their weights) across the
-// reduction, so that the second pass reads no memory; longer rows re-read the tail.
-constexpr int kNormHeld = 8;
-
-__global__ void add_rms_norm_kernel(const float* __restrict__ x, int64_t xs, float* residual,
-                                    int64_t rs, const float* __restrict__ w, float eps,
-                                    float* __restrict__ out, int64_t os, int64_t n) {
-  pdl_begin();
-  const float* xr = x + blockIdx.x * xs;
-  float* res = residual + blockIdx.x * rs;
-  float* orow = out + blockIdx.x * os;
-  float held[kNormHeld], held_w[kNormHeld];
-  float ss = 0.0f;
-#pragma unroll
-  for (int c = 0; c < kNormHeld; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * blockDim.x;
-    held[c] = held_w[c] = 0.0f;
-    if (i < n) {
-      held[c] = res[i] + xr[i];
-      held_w[c] = w[i];
-      res[i] = held[c];
-      ss += held[c] * held[c];
-    }
-  }
-  for (int64_t i = threadIdx.x + int64_t(kNormHeld) * blockDim.x; i < n; i += blockDim.x) {
-    const float v = res[i] + xr[i];
-    res[i] = v;
-    ss += v * v;
-  }
-  const float scale = rsqrtf(block_sum(ss) / float(n) + eps);
-#pragma unroll
-  for (int c = 0; c < kNormHeld; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * blockDim.x;
-    if (i < n) orow[i] = held[c] * scale * held_w[c];
-  }
-  for (int64_t i = threadIdx.x + int64_t(kNormHeld) * blockDim.x; i < n; i += blockDim.x)
-    orow[i] = res[i] * scale * w[i];
-}
-
 __global__ void add_kernel(const float* a, int64_t as, const float* b, int64_t bs, float* out,
                            int64_t os, int64_t n) {
   pdl_begin();
@@ -275,15 +236,6 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
   const RowAddr oa{row_stride(out), out.ndim() == 3 ? row_stride(out, 1) : 0, heads};
   launch(rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
       x.data<float>(), xa, weight.data<float>(), eps, out.data<float>(), oa, n);
-}
-
-void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& weight, float eps,
-                               Tensor& out) {
-  const int64_t rows = x.size(0), n = x.size(1);
-  if (rows == 0) return;
-  launch(add_rms_norm_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_,
-      x.data<float>(), row_stride(x), residual.data<float>(), row_stride(residual),
-      weight.data<float>(), eps, out.data<float>(), row_stride(out), n);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {

@@ -6,8 +6,10 @@
 // giving the scale applied to each finished column); rows too long to stage read x through
 // the cache instead, without the norm and silu fusions.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <type_traits>
 
 #include "runtime/cuda/common.cuh"
@@ -23,7 +25,14 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kDepth = 8;
 constexpr size_t kMaxStagedBytes = 96 * 1024;
 
-enum GemvMode : int { kPlain = 0, kNorm = 1, kAccumulate = 2, kSilu = 4, kStaged = 8, kRope = 16 };
+enum GemvMode : int {
+  kPlain = 0, kNorm = 1, kAccumulate = 2, kSilu = 4, kStaged = 8, kRope = 16, kSplit = 32
+};
+// kSplit: `slices` warps of a block share each unit, one slice of K each; their column sums
+// meet in shared memory and the block's first warp of the group finishes the column. Outputs
+// with fewer columns than the GPU holds warps keep as many loads in flight as the long ones.
+constexpr int kMaxSlices = kWarps;
+constexpr int kSplitDepth = 6;  // loads in flight per lane of a sliced warp
 
 constexpr int kMaxRopePairs = 64;  // head_dim <= 128
 
@@ -38,7 +47,9 @@ struct GemvArgs {
   const float* norm_weight;  // kNorm
   float eps;
   int64_t units;  // output columns; for kSilu, (gate, up) column pairs (j, j + n / 2)
-  int64_t warps;  // in the grid; warp g takes units g, g + warps, ...
+  int64_t stride;  // between a warp's units: warp group g takes units g, g + stride, ...
+  int slices;      // kSplit: warps per unit (a power of 2), each over `slice_pieces` of K
+  int slice_pieces;
   // kRope: out is qkv; units are the column pairs (i, i + D/2) of each q, k and v head; q and
   // k pairs are rotated as rope_kernel does, k and v pairs also written to the caches.
   const int32_t* positions;
@@ -104,19 +115,29 @@ __device__ void rotate_and_cache(const GemvArgs<W>& a, int m, int unit, float x0
 template <typename W, int M, int Mode>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   constexpr bool kNormed = Mode & kNorm, kStage = Mode & kStaged, kRotate = Mode & kRope;
-  constexpr bool kPairs = (Mode & kSilu) || kRotate;
+  constexpr bool kPairs = (Mode & kSilu) || kRotate, kSliced = Mode & kSplit;
   constexpr int kColumns = kPairs ? 2 : 1;
+  constexpr int kLoads = kSliced ? kSplitDepth : kDepth;
   // Staged x of row m: staged[2m][p] and staged[2m + 1][p] hold x[8p..8p+3] and x[8p+4..8p+7],
   // so that consecutive lanes read consecutive 16-byte words.
   extern __shared__ float4 staged[];
   __shared__ float scale[M];
-  const int lane = threadIdx.x % 32;
+  __shared__ float slice_sums[kSliced ? 2 : 1][kSliced ? kWarps : 1][M];  // by column parity
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   // Counters fit 32 bits (gemv_applies checks the sizes); fewer registers, more warps.
-  const int first = blockIdx.x * kWarps + threadIdx.x / 32;
-  const int pieces = int(a.k / 8), steps = (pieces + 31) / 32;
+  const int slices = kSliced ? a.slices : 1, slice = warp % slices;
+  const int groups = kWarps / slices;  // of the block
+  const int first = blockIdx.x * groups + warp / slices;
+  const int all_pieces = int(a.k / 8);
+  const int begin = kSliced ? slice * a.slice_pieces : 0;
+  const int pieces = kSliced ? min(begin + a.slice_pieces, all_pieces) : all_pieces;  // end
+  const int steps = ((kSliced ? a.slice_pieces : all_pieces) + 31) / 32;
   const int half = kRotate ? a.head_dim / 2 : int(a.n / 2);  // between a pair's columns
-  const int warps = int(a.warps), all_units = int(a.units);
-  const int units = first < all_units ? (all_units - 1 - first) / warps + 1 : 0;
+  const int stride = int(a.stride), all_units = int(a.units);
+  // Sliced warps meet at every column end, so all warps of a block walk as many units as its
+  // first group does; those past the last unit load nothing and write nothing.
+  const int lead = kSliced ? blockIdx.x * groups : first;
+  const int units = lead < all_units ? (all_units - 1 - lead) / stride + 1 : 0;
   const int total = units * kColumns * steps;
   const auto column_of = [&](int unit, int column) {
     if constexpr (kRotate) return (unit / half) * a.head_dim + unit % half + column * half;
@@ -131,25 +152,26 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   int l_item = 0, l_step = 0, l_unit = first, l_column = 0;
   const uint4* l_row = row(l_unit, 0);
   const auto load_next = [&](uint4& dst) {
-    const int p = l_step * 32 + lane;
-    dst = l_item < total && p < pieces ? __ldg(l_row + p) : make_uint4(0, 0, 0, 0);
+    const int p = begin + l_step * 32 + lane;
+    const bool valid = l_item < total && p < pieces && (!kSliced || l_unit < all_units);
+    dst = valid ? __ldg(l_row + p) : make_uint4(0, 0, 0, 0);
     ++l_item;
     if (++l_step == steps) {
       l_step = 0;
-      if (++l_column == kColumns) l_column = 0, l_unit += warps;
+      if (++l_column == kColumns) l_column = 0, l_unit += stride;
       l_row = row(l_unit, l_column);
     }
   };
-  uint4 buf[kDepth];
+  uint4 buf[kLoads];
 #pragma unroll
-  for (int u = 0; u < kDepth; ++u) load_next(buf[u]);
+  for (int u = 0; u < kLoads; ++u) load_next(buf[u]);
   pdl_begin();  // the weights depend on no earlier kernel; x does
 
   if constexpr (kStage) {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float ss = 0.0f;
-      for (int p = threadIdx.x; p < pieces; p += kThreads) {
+      for (int p = threadIdx.x; p < all_pieces; p += kThreads) {
         const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * 8);
         float4 lo = xp[0], hi = xp[1];
         if constexpr (kNormed) {
@@ -158,8 +180,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
           const float4* g = reinterpret_cast<const float4*>(a.norm_weight + p * 8);
           lo = mul4(lo, g[0]), hi = mul4(hi, g[1]);
         }
-        staged[2 * m * pieces + p] = lo;
-        staged[(2 * m + 1) * pieces + p] = hi;
+        staged[2 * m * all_pieces + p] = lo;
+        staged[(2 * m + 1) * all_pieces + p] = hi;
       }
       if constexpr (kNormed) {
         ss = block_sum(ss);
@@ -170,19 +192,20 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   }
 
   float acc[M] = {}, first_of_pair[M] = {};  // kPairs: the gate, or x0
-  int c_step = 0, c_unit = first, c_column = 0;
-  for (int it = 0; it < total; it += kDepth) {
+  int c_step = 0, c_unit = first, c_column = 0, parity = 0;
+  for (int it = 0; it < total; it += kLoads) {
 #pragma unroll
-    for (int u = 0; u < kDepth; ++u) {
+    for (int u = 0; u < kLoads; ++u) {
       if (it + u < total) {
-        const int p = c_step * 32 + lane;
+        const int p = begin + c_step * 32 + lane;
         if (p < pieces) {
           float wf[8];
           unpack8<W>(buf[u], wf);
 #pragma unroll
           for (int m = 0; m < M; ++m) {
             if constexpr (kStage) {
-              acc[m] += dot8(wf, staged[2 * m * pieces + p], staged[(2 * m + 1) * pieces + p]);
+              acc[m] += dot8(wf, staged[2 * m * all_pieces + p],
+                             staged[(2 * m + 1) * all_pieces + p]);
             } else {
               const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * 8);
               acc[m] += dot8(wf, __ldg(xp), __ldg(xp + 1));
@@ -191,10 +214,27 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
         }
         if (++c_step == steps) {  // column finished: lane m writes row m
           c_step = 0;
+          bool finish = true;
+          if constexpr (kSliced) {  // the group's first warp adds the slices in order
+#pragma unroll
+            for (int m = 0; m < M; ++m) {
+              const float v = warp_sum(acc[m]);
+              if (lane == m) slice_sums[parity][warp][m] = v;
+            }
+            __syncthreads();
+            finish = slice == 0 && c_unit < all_units;
+          }
 #pragma unroll
           for (int m = 0; m < M; ++m) {
-            float v = warp_sum(acc[m]);
+            float v = 0.0f;
+            if constexpr (kSliced) {
+              if (finish)
+                for (int s = 0; s < slices; ++s) v += slice_sums[parity][warp + s][m];
+            } else {
+              v = warp_sum(acc[m]);
+            }
             acc[m] = 0.0f;
+            if (!finish) continue;
             if constexpr (kNormed) v *= scale[m];
             if constexpr (kRotate) {
               if (c_column == 0) first_of_pair[m] = v;
@@ -207,7 +247,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
               else a.out[m * a.ldo + c_unit] = v;
             }
           }
-          if (++c_column == kColumns) c_column = 0, c_unit += warps;
+          if (++c_column == kColumns) c_column = 0, c_unit += stride;
+          parity ^= 1;
         }
       }
       load_next(buf[u]);
@@ -215,34 +256,64 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   }
 }
 
-// As many blocks as fit at once (per_sm on each multiprocessor), but none without a unit for
-// each of its warps: the most weight loads in flight, and no second wave.
-int64_t choose_blocks(int64_t units, int per_sm, int multiprocessors) {
-  return std::min<int64_t>(int64_t(per_sm) * multiprocessors, (units + kWarps - 1) / kWarps);
+// Blocks of `kernel` resident at once on one multiprocessor with `smem` bytes staged.
+template <typename Kernel>
+int resident_blocks(Kernel kernel, size_t smem, bool staged) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, size_t>, int> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), smem);
+  auto it = known.find(key);
+  if (it == known.end()) {
+    if (staged)
+      VLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(kMaxStagedBytes)));
+    int n = 0;
+    VLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem));
+    it = known.emplace(key, std::max(n, 1)).first;
+  }
+  return it->second;
+}
+
+// Warps per unit: doubled while the units still fill no more than the resident warps and
+// each slice keeps at least a warp-wide step of K.
+int choose_slices(int64_t units, int64_t resident_warps, int64_t pieces) {
+  static const int forced = [] {  // VLLM_GEMV_SLICES=1|2|4|8, for A/B runs and tests
+    const char* e = std::getenv("VLLM_GEMV_SLICES");
+    return e ? std::atoi(e) : 0;
+  }();
+  int slices = 1;
+  while (slices < kMaxSlices && (forced ? slices < forced : units * slices * 2 <= resident_warps) &&
+         pieces >= int64_t(slices) * 2 * 32)
+    slices *= 2;
+  return slices;
+}
+
+// As many blocks as fit at once (`per_sm` on each multiprocessor), but none without a unit
+// for each of its warp groups: the most weight loads in flight, and no second wave.
+template <typename W, int M, int Mode>
+void launch_kernel(GemvArgs<W> args, int slices, size_t smem, int multiprocessors,
+                   cudaStream_t stream) {
+  const auto kernel = gemv_kernel<W, M, Mode>;
+  const int per_sm = resident_blocks(kernel, smem, Mode & kStaged);
+  const int64_t groups = kWarps / slices;
+  const int64_t blocks = std::min<int64_t>(int64_t(per_sm) * multiprocessors,
+                                           (args.units + groups - 1) / groups);
+  args.stride = blocks * groups;
+  args.slices = slices;
+  const int64_t pieces = args.k / 8, per_slice = (pieces + slices - 1) / slices;
+  args.slice_pieces = static_cast<int>((per_slice + 31) / 32 * 32);
+  launch(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, args);
 }
 
 template <typename W, int M, int Mode>
-void launch_rows(GemvArgs<W> args, size_t smem, int multiprocessors, cudaStream_t stream) {
-  const auto kernel = gemv_kernel<W, M, Mode>;
-  static std::mutex mutex;
-  static std::map<size_t, int> per_sm;  // resident blocks per multiprocessor by staged bytes
-  int fit;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = per_sm.find(smem);
-    if (it == per_sm.end()) {
-      if (Mode & kStaged)
-        VLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             int(kMaxStagedBytes)));
-      int n = 0;
-      VLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem));
-      it = per_sm.emplace(smem, std::max(n, 1)).first;
-    }
-    fit = it->second;
-  }
-  const int64_t blocks = choose_blocks(args.units, fit, multiprocessors);
-  args.warps = blocks * kWarps;
-  launch(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, args);
+void launch_rows(const GemvArgs<W>& args, size_t smem, int multiprocessors,
+                 cudaStream_t stream) {
+  const int per_sm = resident_blocks(gemv_kernel<W, M, Mode | kSplit>, smem, Mode & kStaged);
+  const int slices =
+      choose_slices(args.units, int64_t(per_sm) * multiprocessors * kWarps, args.k / 8);
+  if (slices == 1) launch_kernel<W, M, Mode>(args, 1, smem, multiprocessors, stream);
+  else launch_kernel<W, M, Mode | kSplit>(args, slices, smem, multiprocessors, stream);
 }
 
 template <typename W, int Mode>
