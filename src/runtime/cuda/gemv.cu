@@ -21,8 +21,10 @@ namespace {
 constexpr int kMaxRows = 8;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-// Weight loads in flight per lane.
-constexpr int kDepth = 8;
+// Weight loads in flight per lane. Fewer than the 8 this kernel started with, for registers:
+// at 6 (4 when sliced) the M = 1 kernels the decoder runs do not spill and fit 4 blocks per
+// multiprocessor. Both steps down were faster on the H200 (docs/benchmarks.md).
+constexpr int kDepth = 6;
 constexpr size_t kMaxStagedBytes = 96 * 1024;
 
 enum GemvMode : int {
@@ -32,7 +34,7 @@ enum GemvMode : int {
 // meet in shared memory and the block's first warp of the group finishes the column. Outputs
 // with fewer columns than the GPU holds warps keep as many loads in flight as the long ones.
 constexpr int kMaxSlices = kWarps;
-constexpr int kSplitDepth = 6;  // loads in flight per lane of a sliced warp
+constexpr int kSplitDepth = 4;  // weight loads in flight per lane of a sliced warp
 
 constexpr int kMaxRopePairs = 64;  // head_dim <= 128
 
@@ -275,17 +277,23 @@ int resident_blocks(Kernel kernel, size_t smem, bool staged) {
   return it->second;
 }
 
-// Warps per unit: doubled while the units still fill no more than the resident warps and
-// each slice keeps at least a warp-wide step of K.
+// Warps per unit: 2 for columns of 4,096 weights or more, then doubled while the units still
+// fill no more than the resident warps and each slice keeps at least a warp-wide step of K.
+// Measured on the H200 (docs/benchmarks.md): the second rule took the 1B shape's decode from
+// 955 to 1,003 tok/s; 2 slices everywhere took the 8B's from 222 to 226 but cost the 1B 1%
+// on its 2,048-wide columns, hence the first rule's bound.
 int choose_slices(int64_t units, int64_t resident_warps, int64_t pieces) {
   static const int forced = [] {  // VLLM_GEMV_SLICES=1|2|4|8, for A/B runs and tests
     const char* e = std::getenv("VLLM_GEMV_SLICES");
     return e ? std::atoi(e) : 0;
   }();
+  const auto more = [&](int slices) {
+    if (slices >= kMaxSlices || pieces < int64_t(slices) * 2 * 32) return false;
+    if (forced) return slices < forced;
+    return (slices == 1 && pieces >= 512) || units * slices * 2 <= resident_warps;
+  };
   int slices = 1;
-  while (slices < kMaxSlices && (forced ? slices < forced : units * slices * 2 <= resident_warps) &&
-         pieces >= int64_t(slices) * 2 * 32)
-    slices *= 2;
+  while (more(slices)) slices *= 2;
   return slices;
 }
 
