@@ -1,5 +1,6 @@
 // The decode GEMV. A launch fills the GPU once (a few blocks per multiprocessor) and each warp
-// then walks its share of the output columns, one column at a time over all of K, keeping
+// then walks its share of the output columns, one column at a time over all of K (or over
+// one slice of K, with the other slices of the column on sibling warps: kSplit), keeping
 // kDepth 16-byte weight loads per lane in flight across column boundaries: the weights stream
 // without the gaps that short-lived blocks leave at their start and end. x is staged once per
 // block in shared memory (times the norm weight, for kNorm, with the block's sum of squares
