@@ -24,6 +24,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,n
 if has tests; then
   log tests
   $BIN/test_runtime --gtest_filter='Cuda*' 2>&1 | tee "$OUT/test_runtime.log" | tail -25
+  # The GEMV's sliced path forced to each slice count, so that every count meets every shape.
+  for s in 2 4 8; do
+    echo "VLLM_GEMV_SLICES=$s"
+    VLLM_GEMV_SLICES=$s $BIN/test_runtime --gtest_filter='CudaOps.*' 2>&1 | tail -3
+  done
   $BIN/test_model --gtest_filter='*cuda*' 2>&1 | tee "$OUT/test_model.log" | tail -25
   $BIN/test_engine --gtest_filter='Cuda*' 2>&1 | tee "$OUT/test_engine.log" | tail -8
 fi
