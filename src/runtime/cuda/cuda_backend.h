@@ -60,6 +60,8 @@ class CudaBackend final : public Backend {
   struct GemmPlan;  // cuBLASLt descriptors and the chosen algorithm for one problem
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t>;
   const GemmPlan& gemm_plan(const GemmKey& key);
+  // The GEMV where it applies, else cuBLASLt; false (nothing done) for a fusion neither has.
+  bool run_matmul(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& fusion);
   void gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta);
 
   int index_;

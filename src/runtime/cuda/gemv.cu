@@ -301,10 +301,8 @@ int choose_slices(int64_t units, int64_t resident_warps, int64_t pieces) {
 // As many blocks as fit at once (`per_sm` on each multiprocessor), but none without a unit
 // for each of its warp groups: the most weight loads in flight, and no second wave.
 template <typename W, int M, int Mode>
-void launch_kernel(GemvArgs<W> args, int slices, size_t smem, int multiprocessors,
+void launch_kernel(GemvArgs<W> args, int slices, int per_sm, size_t smem, int multiprocessors,
                    cudaStream_t stream) {
-  const auto kernel = gemv_kernel<W, M, Mode>;
-  const int per_sm = resident_blocks(kernel, smem, Mode & kStaged);
   const int64_t groups = kWarps / slices;
   const int64_t blocks = std::min<int64_t>(int64_t(per_sm) * multiprocessors,
                                            (args.units + groups - 1) / groups);
@@ -312,17 +310,22 @@ void launch_kernel(GemvArgs<W> args, int slices, size_t smem, int multiprocessor
   args.slices = slices;
   const int64_t pieces = args.k / 8, per_slice = (pieces + slices - 1) / slices;
   args.slice_pieces = static_cast<int>((per_slice + 31) / 32 * 32);
-  launch(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, args);
+  launch(gemv_kernel<W, M, Mode>, static_cast<unsigned>(blocks), kThreads, smem, stream, args);
 }
 
 template <typename W, int M, int Mode>
 void launch_rows(const GemvArgs<W>& args, size_t smem, int multiprocessors,
                  cudaStream_t stream) {
-  const int per_sm = resident_blocks(gemv_kernel<W, M, Mode | kSplit>, smem, Mode & kStaged);
+  constexpr bool kStage = Mode & kStaged;
+  const int split_per_sm = resident_blocks(gemv_kernel<W, M, Mode | kSplit>, smem, kStage);
   const int slices =
-      choose_slices(args.units, int64_t(per_sm) * multiprocessors * kWarps, args.k / 8);
-  if (slices == 1) launch_kernel<W, M, Mode>(args, 1, smem, multiprocessors, stream);
-  else launch_kernel<W, M, Mode | kSplit>(args, slices, smem, multiprocessors, stream);
+      choose_slices(args.units, int64_t(split_per_sm) * multiprocessors * kWarps, args.k / 8);
+  if (slices > 1) {
+    launch_kernel<W, M, Mode | kSplit>(args, slices, split_per_sm, smem, multiprocessors, stream);
+  } else {
+    const int per_sm = resident_blocks(gemv_kernel<W, M, Mode>, smem, kStage);
+    launch_kernel<W, M, Mode>(args, 1, per_sm, smem, multiprocessors, stream);
+  }
 }
 
 template <typename W, int Mode>

@@ -87,6 +87,15 @@ const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key) {
 bool CudaBackend::matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
                                const MatmulFusion& f) {
   if (!fusion_enabled()) return false;
+  return run_matmul(x, w, out, f);
+}
+
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  run_matmul(x, w, out, {});
+}
+
+bool CudaBackend::run_matmul(const Tensor& x, const Tensor& w, Tensor& out,
+                             const MatmulFusion& f) {
   VLLM_CHECK(w.is_contiguous(), "CUDA matmul weights must be contiguous");
   if (gemv_applies(x, w, f)) {
     launch_gemv(x, w, out, f, multiprocessors_, stream_);
@@ -95,15 +104,6 @@ bool CudaBackend::matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
   if (f.norm_weight || f.silu_and_mul || f.rope_cache) return false;
   gemm(x, w, out, f.accumulate ? 1.0f : 0.0f);
   return true;
-}
-
-void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
-  VLLM_CHECK(w.is_contiguous(), "CUDA matmul weights must be contiguous");
-  if (gemv_applies(x, w, {})) {
-    launch_gemv(x, w, out, {}, multiprocessors_, stream_);
-    return;
-  }
-  gemm(x, w, out, 0.0f);
 }
 
 // out = x @ w^T + beta * out through cuBLASLt.
