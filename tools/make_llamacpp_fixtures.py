@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Reference greedy continuations of SmolLM2-135M-Instruct Q4_1 from llama.cpp
-(llama-cpp-python), with llama.cpp's own top-2 logit gap at every step for the near-tie rule.
+(llama-cpp-python), with llama.cpp's own top-2 logit gap at every step for the near-tie rule,
+and its TOP_LOGITS largest logits at every step (ids and float32 values, exactly as llama.cpp
+produced them) for the bit-exact comparison.
 
     pip install llama-cpp-python==0.3.36   # builds llama.cpp from source
     python3 tools/make_llamacpp_fixtures.py models/SmolLM2-135M-Instruct.Q4_1.gguf fixtures/smollm2
@@ -14,6 +16,7 @@ import llama_cpp
 from llama_cpp import Llama
 
 NEW_TOKENS = 64
+TOP_LOGITS = 5
 # Plain prompts and chat-formatted ones (the model's own template, rendered by hand).
 PROMPTS = [
     "The capital of France is",
@@ -38,29 +41,36 @@ def main(model_path, out_dir):
         ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
         llm.reset()
         llm.eval(ids)
-        out, gaps = [], []
+        out, gaps, top_ids, top_logits = [], [], [], []
         for _ in range(NEW_TOKENS):
-            logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+            logits = row.astype(np.float64)
             top2 = np.sort(np.partition(logits, -2)[-2:])
             tok = int(np.argmax(logits))
             out.append(tok)
             gaps.append(round(float(top2[1] - top2[0]), 5))
+            best = np.argsort(-row, kind="stable")[:TOP_LOGITS]
+            top_ids.append([int(i) for i in best])
+            top_logits.append([float(row[i]) for i in best])  # float32 -> double: exact
             llm.eval([tok])  # no EOS stop: the comparison covers all 64 steps
         cases.append({"prompt": prompt, "prompt_ids": ids, "greedy_ids": out,
-                      "top2_gap": gaps})
+                      "top2_gap": gaps, "top_ids": top_ids, "top_logits": top_logits})
         print(repr(prompt[:40]), "->", repr(llm.detokenize(out).decode(errors="replace")[:60]))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "llamacpp_greedy.json"), "w") as f:
-        json.dump({
-            "manifest": {
-                "tool": "llama-cpp-python", "version": llama_cpp.__version__,
-                "model": os.path.basename(model_path), "dtype": "Q4_1 weights, llama.cpp CPU "
-                "defaults (f16 KV cache, flash_attn off), 2 threads",
-                "tolerance": "greedy ids identical; a first mismatch at a step whose llama.cpp "
-                             "top-2 gap is < 0.05 nat counts as a near tie, and comparison stops there",
-            },
-            "cases": cases,
-        }, f, indent=1)
+        manifest = {
+            "tool": "llama-cpp-python", "version": llama_cpp.__version__,
+            "model": os.path.basename(model_path), "dtype": "Q4_1 weights, llama.cpp CPU "
+            "defaults (f16 KV cache, flash_attn off), 2 threads, built with -march=native on an "
+            "AVX-512 CPU",
+            "tolerance": "greedy ids identical; a first mismatch at a step whose llama.cpp "
+                         "top-2 gap is < 0.05 nat counts as a near tie, and comparison stops "
+                         "there. top_logits: equal to the last bit (0 ulp)",
+        }
+        # One case per line: readable diffs, a fraction of the size of an indented dump.
+        f.write('{"manifest": ' + json.dumps(manifest, indent=1) + ',\n "cases": [\n')
+        f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+        f.write("\n]}\n")
 
 
 if __name__ == "__main__":

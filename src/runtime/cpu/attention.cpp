@@ -1,11 +1,12 @@
 // CPU paged attention: KV written into fixed-size blocks by slot, attention read back
 // through each sequence's block table. Caches are [num_blocks, block_size, Hkv, D], f32 or
-// f16. With an f16 cache the whole product runs at f16 input precision, as ggml's CPU path
-// does: q is rounded to f16 before q.k, and the softmax weights before weights.v.
+// f16. With an f16 cache the arithmetic is ggml's, operation for operation (ggml_order.h):
+// q and the softmax weights rounded to f16, every sum in ggml's order, ggml's expf.
 #include <cmath>
 #include <vector>
 
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/ggml_order.h"
 #include "runtime/cpu/isa.h"
 #include "runtime/ops.h"
 #include "runtime/thread_pool.h"
@@ -35,6 +36,30 @@ void CpuBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_c
   }
 }
 
+namespace {
+
+// Softmax over one query's scores in place, scores[i] for key first + i: the exponentials
+// summed in ggml's order, 16 keys of absolute index c..c+15 at a time (keys outside the
+// range count as masked). Returns the sum.
+double ggml_softmax_exps(float* scores, int64_t first, int64_t count, float max) {
+  double sum = 0;
+  float chunk[16];
+  for (int64_t c = first & ~int64_t{15}; c < first + count; c += 16) {
+    for (int l = 0; l < 16; ++l) {
+      const int64_t i = c + l - first;
+      chunk[l] = i >= 0 && i < count ? scores[i] : -INFINITY;
+    }
+    sum += ggml_order::exp_sum16(chunk, max, chunk);
+    for (int l = 0; l < 16; ++l) {
+      const int64_t i = c + l - first;
+      if (i >= 0 && i < count) scores[i] = chunk[l];
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
 void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                  const AttentionMeta& meta, float scale, int sliding_window,
                                  Tensor& out) {
@@ -47,60 +72,73 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
     for (int32_t t = meta.query_start_loc[b]; t < meta.query_start_loc[b + 1]; ++t) seq_of[t] = b;
 
   cpu_pool().parallel_for(T * Hq, [&](int64_t i0, int64_t i1) {
-    std::vector<float> scores, qbuf(static_cast<size_t>(D));
+    std::vector<float> scores, qbuf(static_cast<size_t>(D)), acc;
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t t = item / Hq, h = item % Hq, kvh = h / group;
       const int b = seq_of[t];
       const int32_t q_len = meta.query_start_loc[b + 1] - meta.query_start_loc[b];
       const int64_t pos = meta.seq_lens[b] - q_len + (t - meta.query_start_loc[b]);
       const int64_t first = sliding_window > 0 ? std::max<int64_t>(0, pos - sliding_window + 1) : 0;
+      const int64_t count = pos - first + 1;
       const int32_t* table = meta.block_tables.data() + int64_t(b) * meta.max_blocks_per_seq;
       const float* qv = reinterpret_cast<const float*>(q.row(t) + h * q.stride_bytes(1));
-      if (half) {
-        std::copy(qv, qv + D, qbuf.begin());
-        round_to_f16(qbuf.data(), D);
-        qv = qbuf.data();
-      }
+      float* o = reinterpret_cast<float*>(out.row(t) + h * out.stride_bytes(1));
       auto kv_at = [&](const Tensor& cache, int64_t j) {
         return cache.row(table[j / block_size]) + (j % block_size) * cache.stride_bytes(1) +
                kvh * cache.stride_bytes(2);
       };
-      scores.resize(static_cast<size_t>(pos - first + 1));
-      // Keys of one block are rows `kv_stride` apart: f16 caches take them a block per call.
-      const int64_t kv_stride = k_cache.stride_bytes(1) / 2;
-      for (int64_t j = first; j <= pos;) {
-        const int64_t count = std::min(block_size - j % block_size, pos - j + 1);
-        const char* k = kv_at(k_cache, j);
-        if (half) {
-          dot_rows_f16(qv, reinterpret_cast<const uint16_t*>(k), kv_stride, count, D,
-                       &scores[j - first]);
-        } else {
-          for (int64_t r = 0; r < count; ++r)
-            scores[j - first + r] = dot_f32(qv, reinterpret_cast<const float*>(k + r * k_cache.stride_bytes(1)), D);
+      // Visits the keys first..pos a cache block at a time: fn(first key, keys in block).
+      auto for_blocks = [&](auto fn) {
+        for (int64_t j = first; j <= pos;) {
+          const int64_t n = std::min(block_size - j % block_size, pos - j + 1);
+          fn(j, n);
+          j += n;
         }
-        j += count;
+      };
+      scores.resize(static_cast<size_t>(count));
+      if (!half) {
+        for_blocks([&](int64_t j, int64_t n) {
+          for (int64_t r = 0; r < n; ++r)
+            scores[j - first + r] = dot_f32(
+                qv, reinterpret_cast<const float*>(kv_at(k_cache, j) + r * k_cache.stride_bytes(1)), D);
+        });
+        float mx = -INFINITY;
+        for (float& s : scores) mx = std::max(mx, s *= scale);
+        double sum = 0;
+        for (float& s : scores) sum += (s = std::exp(s - mx));
+        const float inv = float(1.0 / sum);
+        std::fill(o, o + D, 0.0f);
+        for_blocks([&](int64_t j, int64_t n) {
+          for (int64_t r = 0; r < n; ++r)
+            axpy_f32(scores[j - first + r] * inv,
+                     reinterpret_cast<const float*>(kv_at(v_cache, j) + r * v_cache.stride_bytes(1)), o, D);
+        });
+        continue;
       }
+      // f16 cache: ggml's arithmetic and order (ggml_order.h), single-row order for decode
+      // steps, batched order for prompt chunks.
+      const ggml_order::Order order = q_len > 1 ? ggml_order::Order::Batched : ggml_order::Order::Single;
+      std::copy(qv, qv + D, qbuf.begin());
+      round_to_f16(qbuf.data(), D);
+      // Keys of one block are rows `kv_stride` apart.
+      const int64_t kv_stride = k_cache.stride_bytes(1) / 2;
+      for_blocks([&](int64_t j, int64_t n) {
+        ggml_order::dot_rows(qbuf.data(), reinterpret_cast<const uint16_t*>(kv_at(k_cache, j)),
+                             kv_stride, n, D, order, &scores[j - first]);
+      });
       float mx = -INFINITY;
       for (float& s : scores) mx = std::max(mx, s *= scale);
-      double sum = 0;
-      for (float& s : scores) sum += (s = std::exp(s - mx));
-      float* o = reinterpret_cast<float*>(out.row(t) + h * out.stride_bytes(1));
-      std::fill(o, o + D, 0.0f);
-      const float inv = float(1.0 / sum);
+      const float inv = static_cast<float>(1.0 / ggml_softmax_exps(scores.data(), first, count, mx));
       for (float& s : scores) s *= inv;
-      if (half) round_to_f16(scores.data(), static_cast<int64_t>(scores.size()));
-      for (int64_t j = first; j <= pos;) {
-        const int64_t count = std::min(block_size - j % block_size, pos - j + 1);
-        const char* v = kv_at(v_cache, j);
-        if (half) {
-          axpy_rows_f16(&scores[j - first], reinterpret_cast<const uint16_t*>(v), kv_stride, count,
-                        D, o);
-        } else {
-          for (int64_t r = 0; r < count; ++r)
-            axpy_f32(scores[j - first + r], reinterpret_cast<const float*>(v + r * v_cache.stride_bytes(1)), o, D);
-        }
-        j += count;
-      }
+      round_to_f16(scores.data(), count);
+      const int slots = ggml_order::value_slots(order);
+      acc.assign(static_cast<size_t>(slots * D), 0.0f);
+      for_blocks([&](int64_t j, int64_t n) {
+        ggml_order::accumulate_values(&scores[j - first],
+                                      reinterpret_cast<const uint16_t*>(kv_at(v_cache, j)),
+                                      kv_stride, n, D, j, slots, acc.data());
+      });
+      ggml_order::reduce_values(acc.data(), slots, D, o);
     }
   });
 }

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/ggml_order.h"
 #include "runtime/ops.h"
 #include "runtime/thread_pool.h"
 
@@ -10,10 +11,13 @@ namespace {
 
 inline float* frow(const Tensor& t, int64_t i) { return reinterpret_cast<float*>(t.row(i)); }
 
-// One RMSNorm row; the sum of squares is kept in double as ggml does.
+// One RMSNorm row in ggml's arithmetic: squares rounded to float, summed in double.
 inline void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* y) {
   double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  for (int64_t i = 0; i < n; ++i) {
+    const float square = x[i] * x[i];
+    ss += square;
+  }
   const float scale = 1.0f / std::sqrt(float(ss / double(n)) + eps);
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
@@ -82,8 +86,8 @@ void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& para
         const int i0 = params.neox ? i : 2 * i;
         const int i1 = params.neox ? i + half : 2 * i + 1;
         const float a = v[i0], b = v[i1];
-        v[i0] = a * cos_v[i] - b * sin_v[i];
-        v[i1] = b * cos_v[i] + a * sin_v[i];
+        v[i0] = std::fma(a, cos_v[i], -(b * sin_v[i]));
+        v[i1] = std::fma(a, sin_v[i], b * cos_v[i]);
       }
     }
   });
@@ -95,7 +99,7 @@ void CpuBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
     const float* g = frow(gate_up, r);
     const float* u = g + f;
     float* o = frow(out, r);
-    for (int64_t i = 0; i < f; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    ggml_order::swiglu(g, u, o, f);
   });
 }
 

@@ -73,46 +73,6 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-float dot_f16(const float* x, const uint16_t* y, int64_t n) {
-  switch (detected_isa()) {
-    case Isa::Avx512Vnni: return avx512::dot_f16(x, y, n);
-    case Isa::Avx2: return avx2::dot_f16(x, y, n);
-    case Isa::Scalar: break;
-  }
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += x[i] * f16_to_f32(y[i]);
-  return s;
-}
-
-void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
-  switch (detected_isa()) {
-    case Isa::Avx512Vnni: return avx512::axpy_f16(a, x, y, n);
-    case Isa::Avx2: return avx2::axpy_f16(a, x, y, n);
-    case Isa::Scalar: break;
-  }
-  for (int64_t i = 0; i < n; ++i) y[i] += a * f16_to_f32(x[i]);
-}
-
-void dot_rows_f16(const float* x, const uint16_t* rows, int64_t stride, int64_t count, int64_t n,
-                  float* out) {
-  switch (detected_isa()) {
-    case Isa::Avx512Vnni: return avx512::dot_rows_f16(x, rows, stride, count, n, out);
-    case Isa::Avx2: return avx2::dot_rows_f16(x, rows, stride, count, n, out);
-    case Isa::Scalar: break;
-  }
-  for (int64_t r = 0; r < count; ++r) out[r] = dot_f16(x, rows + r * stride, n);
-}
-
-void axpy_rows_f16(const float* a, const uint16_t* rows, int64_t stride, int64_t count, int64_t n,
-                   float* y) {
-  switch (detected_isa()) {
-    case Isa::Avx512Vnni: return avx512::axpy_rows_f16(a, rows, stride, count, n, y);
-    case Isa::Avx2: return avx2::axpy_rows_f16(a, rows, stride, count, n, y);
-    case Isa::Scalar: break;
-  }
-  for (int64_t r = 0; r < count; ++r) axpy_f16(a[r], rows + r * stride, y, n);
-}
-
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
   switch (detected_isa()) {
     case Isa::Avx512Vnni: return avx512::f32_to_f16_row(x, y, n);

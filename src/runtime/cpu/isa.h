@@ -12,46 +12,26 @@ Isa detected_isa();
 // Vector helpers for f32 (dispatched once to the detected ISA).
 float dot_f32(const float* x, const float* y, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
-float dot_f16(const float* x, const uint16_t* y, int64_t n);   // y in f16
-void axpy_f16(float a, const uint16_t* x, float* y, int64_t n);
-// out[r] = dot(x, rows + r * stride) and y += sum_r a[r] * (rows + r * stride), for count rows
-// of n f16 values: one call per cache block instead of one per key.
-void dot_rows_f16(const float* x, const uint16_t* rows, int64_t stride, int64_t count, int64_t n,
-                  float* out);
-void axpy_rows_f16(const float* a, const uint16_t* rows, int64_t stride, int64_t count, int64_t n,
-                   float* y);
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 void round_to_f16(float* x, int64_t n);  // in place: x = f32(f16(x))
 void quantize_row_q8_1_fast(const float* x, BlockQ8_1* y, int64_t n);  // dispatched
 
 namespace avx2 {
-void dot_rows_f16(const float* x, const uint16_t* rows, int64_t stride, int64_t count, int64_t n,
-                  float* out);
-void axpy_rows_f16(const float* a, const uint16_t* rows, int64_t stride, int64_t count, int64_t n,
-                   float* y);
 void round_to_f16(float* x, int64_t n);
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 QDotFn qdot(DType type);
 QGemmFn qgemm(DType type);
 float dot_f32(const float* x, const float* y, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
-float dot_f16(const float* x, const uint16_t* y, int64_t n);
-void axpy_f16(float a, const uint16_t* x, float* y, int64_t n);
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 }  // namespace avx2
 namespace avx512 {
-void dot_rows_f16(const float* x, const uint16_t* rows, int64_t stride, int64_t count, int64_t n,
-                  float* out);
-void axpy_rows_f16(const float* a, const uint16_t* rows, int64_t stride, int64_t count, int64_t n,
-                   float* y);
 void round_to_f16(float* x, int64_t n);
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 QDotFn qdot(DType type);
 QGemmFn qgemm(DType type);
 float dot_f32(const float* x, const float* y, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
-float dot_f16(const float* x, const uint16_t* y, int64_t n);
-void axpy_f16(float a, const uint16_t* x, float* y, int64_t n);
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 }  // namespace avx512
 

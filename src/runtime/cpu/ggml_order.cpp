@@ -1,0 +1,130 @@
+// Scalar build of the ggml-order kernels (any CPU; also the readable statement of each lane's
+// arithmetic), and the dispatch to the CPU's best build.
+#include "runtime/cpu/ggml_order.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/cpu/isa.h"
+#include "runtime/dtype.h"
+
+namespace vllm::cpu::ggml_order {
+namespace scalar {
+namespace {
+
+// ggml's AVX-512 expf for one lane: x = n ln2 + b with n = round(x / ln2) (ln2 in two
+// parts), e^b from a degree-5 polynomial, then scaled by 2^n; |n| > 192 saturates.
+float expf_lane(float x) {
+  const float shift = 0x1.8p23f;
+  const float n = std::fma(x, 0x1.715476p+0f, shift) - shift;
+  if (std::isnan(n)) return n;
+  if (std::fabs(n) > 192) return n <= 0 ? 0.0f : INFINITY;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  return std::ldexp(j, static_cast<int>(n));
+}
+
+struct Lanes {
+  float v[16];
+
+  static Lanes zero() { return set1(0.0f); }
+  static Lanes set1(float x) {
+    Lanes r;
+    for (float& e : r.v) e = x;
+    return r;
+  }
+  static Lanes load(const float* p) {
+    Lanes r;
+    std::memcpy(r.v, p, sizeof(r.v));
+    return r;
+  }
+  static Lanes load_h(const uint16_t* p) {
+    Lanes r;
+    for (int i = 0; i < 16; ++i) r.v[i] = f16_to_f32(p[i]);
+    return r;
+  }
+  void store(float* p) const { std::memcpy(p, v, sizeof(v)); }
+  static Lanes fma(const Lanes& a, const Lanes& b, const Lanes& c) {
+    Lanes r;
+    for (int i = 0; i < 16; ++i) r.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
+    return r;
+  }
+  static Lanes add(const Lanes& a, const Lanes& b) {
+    Lanes r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] + b.v[i];
+    return r;
+  }
+  static Lanes sub(const Lanes& a, const Lanes& b) {
+    Lanes r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] - b.v[i];
+    return r;
+  }
+  static Lanes mul(const Lanes& a, const Lanes& b) {
+    Lanes r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] * b.v[i];
+    return r;
+  }
+  static Lanes div(const Lanes& a, const Lanes& b) {
+    Lanes r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] / b.v[i];
+    return r;
+  }
+  static float reduce(const Lanes& a) {
+    float x[16];
+    std::memcpy(x, a.v, sizeof(x));
+    for (int l = 0; l < 8; ++l) x[l] += x[l + 8];
+    for (int l = 0; l < 4; ++l) x[l] += x[l + 4];
+    return (x[0] + x[2]) + (x[1] + x[3]);
+  }
+  static Lanes expf(const Lanes& x) {
+    Lanes r;
+    for (int i = 0; i < 16; ++i) r.v[i] = expf_lane(x.v[i]);
+    return r;
+  }
+};
+
+}  // namespace
+}  // namespace scalar
+}  // namespace vllm::cpu::ggml_order
+
+#define VLLM_GGML_ORDER_NS scalar
+#include "runtime/cpu/ggml_order.inc"
+
+namespace vllm::cpu::ggml_order {
+
+#define VLLM_GGML_ORDER_DISPATCH(call)            \
+  switch (detected_isa()) {                       \
+    case Isa::Avx512Vnni: return avx512::call;    \
+    case Isa::Avx2: return avx2::call;            \
+    case Isa::Scalar: break;                      \
+  }                                               \
+  return scalar::call;
+
+void dot_rows(const float* q, const uint16_t* rows, int64_t stride, int64_t count, int64_t n,
+              Order order, float* out) {
+  VLLM_GGML_ORDER_DISPATCH(dot_rows(q, rows, stride, count, n, order, out))
+}
+
+double exp_sum16(const float* x, float max, float* y) {
+  VLLM_GGML_ORDER_DISPATCH(exp_sum16(x, max, y))
+}
+
+void accumulate_values(const float* p, const uint16_t* rows, int64_t stride, int64_t count,
+                       int64_t n, int64_t first_index, int slots, float* acc) {
+  VLLM_GGML_ORDER_DISPATCH(accumulate_values(p, rows, stride, count, n, first_index, slots, acc))
+}
+
+void reduce_values(const float* acc, int slots, int64_t n, float* out) {
+  VLLM_GGML_ORDER_DISPATCH(reduce_values(acc, slots, n, out))
+}
+
+void swiglu(const float* x, const float* g, float* y, int64_t n) {
+  VLLM_GGML_ORDER_DISPATCH(swiglu(x, g, y, n))
+}
+
+#undef VLLM_GGML_ORDER_DISPATCH
+
+}  // namespace vllm::cpu::ggml_order
