@@ -120,12 +120,14 @@ int64_t DecoderModel::activation_bytes(int64_t tokens, int64_t logits_rows,
   // compute(): residual, h, block_out; qkv; attn; gate_up; act; then rows and logits.
   const int64_t per_token = 3 * int64_t(c.hidden_size) + c.q_size() + 2 * c.kv_size() +
                             int64_t(c.num_heads) * c.head_dim + 3 * int64_t(c.intermediate_size);
-  // Matmul inputs: per layer qkv and gate_up take hidden, o takes q_size, down intermediate;
-  // the LM head hidden again.
-  const int64_t h = c.hidden_size;
-  const int64_t inputs = pieces_reused
-                             ? std::max<int64_t>({h, c.q_size(), c.intermediate_size})
-                             : int64_t(c.num_layers) * (2 * h + c.q_size() + c.intermediate_size) + h;
+  // 16-bit pieces: the matmul inputs (per layer qkv and gate_up take hidden, o takes q_size,
+  // down intermediate; the LM head hidden again) and gate_up's product, which a backend may keep
+  // in the weights' type for the silu (2 x intermediate per layer).
+  const int64_t h = c.hidden_size, gate_up = 2 * int64_t(c.intermediate_size);
+  const int64_t inputs =
+      pieces_reused
+          ? std::max<int64_t>({h, c.q_size(), c.intermediate_size, gate_up})
+          : int64_t(c.num_layers) * (2 * h + c.q_size() + c.intermediate_size + gate_up) + h;
   return 4 * (tokens * per_token + logits_rows * (h + c.vocab_size)) + 2 * tokens * inputs;
 }
 

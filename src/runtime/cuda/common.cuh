@@ -80,6 +80,24 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// Four consecutive elements as f32 (16-byte aligned for f32, 8-byte for 16-bit types).
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+template <typename T>
+__device__ __forceinline__ float4 load4(const T* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const T* h = reinterpret_cast<const T*>(&u);
+  return make_float4(to_float(h[0]), to_float(h[1]), to_float(h[2]), to_float(h[3]));
+}
+__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+template <typename T>
+__device__ __forceinline__ void store4(T* p, float4 v) {
+  uint2 u;
+  T* h = reinterpret_cast<T*>(&u);
+  h[0] = from_float<T>(v.x), h[1] = from_float<T>(v.y), h[2] = from_float<T>(v.z),
+  h[3] = from_float<T>(v.w);
+  *reinterpret_cast<uint2*>(p) = u;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -58,11 +58,14 @@ class CudaBackend final : public Backend {
 
  private:
   struct GemmPlan;  // cuBLASLt descriptors and the chosen algorithm for one problem
-  using GemmKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t>;
+  // m, n, k, weight dtype, x row stride, out row stride, out dtype.
+  using GemmKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int>;
   const GemmPlan& gemm_plan(const GemmKey& key);
   // The GEMV where it applies, else cuBLASLt; false (nothing done) for a fusion neither has.
   bool run_matmul(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& fusion);
   void gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta);
+  // x [M, K] f32 as a new tensor of the weights' 16-bit type, RMS-normed by norm_weight if given.
+  Tensor to_weight_type(const Tensor& x, DType type, const Tensor* norm_weight, float eps);
 
   int index_;
   int multiprocessors_ = 0;

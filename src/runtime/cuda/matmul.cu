@@ -1,8 +1,10 @@
 // out[M, N] = x[M, K] @ w[N, K]^T. Few rows (decode) with f16/bf16 weights: our own GEMV
 // (gemv.cu), which streams the weights once and reads x in f32 as it is. Otherwise
 // cuBLASLt: f32 weights run a true f32 GEMM (no TF32) so that f32 checkpoints match their
-// reference; f16/bf16 weights take x rounded to the weight's type and accumulate in f32.
-// cuBLASLt plans (descriptors + algorithm) are cached per shape.
+// reference; f16/bf16 weights take x rounded to the weight's type and accumulate in f32. On
+// that path the fusions are split around the GEMM: the norm is applied while rounding x, the
+// silu pairs are read from a product kept in the weight's type, the rotation and cache write
+// run after it. cuBLASLt plans (descriptors + algorithm) are cached per shape.
 #include "runtime/cuda/common.cuh"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -18,14 +20,49 @@ namespace {
     VLLM_CHECK(vllm_st_ == CUBLAS_STATUS_SUCCESS, #expr, " failed: status ", int(vllm_st_)); \
   } while (0)
 
-template <typename T>
-__global__ void convert_rows(const float* __restrict__ x, int64_t x_stride, T* __restrict__ y,
-                             int64_t rows, int64_t cols) {
+// y[r, :] = x[r, :] in T, one block per row (grid-strided); with a norm weight g the row is
+// RMS-normed on the way: x * rsqrt(mean(x^2) + eps) * g. Four elements at a time where the
+// caller found the rows aligned for it (vec4), one at a time otherwise.
+template <typename T, bool kNorm>
+__global__ void convert_rows(const float* __restrict__ x, int64_t x_stride,
+                             const float* __restrict__ g, float eps, T* __restrict__ y,
+                             int64_t rows, int64_t cols, bool vec4) {
   pdl_begin();
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = from_float<T>(x[(i / cols) * x_stride + i % cols]);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * x_stride;
+    T* yr = y + r * cols;
+    float scale = 1.0f;
+    if constexpr (kNorm) {
+      float ss = 0.0f;
+      if (vec4) {
+        for (int64_t i = 4 * threadIdx.x; i < cols; i += 4 * blockDim.x) {
+          const float4 v = load4(xr + i);
+          ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+      } else {
+        for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) ss += xr[i] * xr[i];
+      }
+      scale = rsqrtf(block_sum(ss) / float(cols) + eps);
+    }
+    if (vec4) {
+      for (int64_t i = 4 * threadIdx.x; i < cols; i += 4 * blockDim.x) {
+        float4 v = load4(xr + i);
+        if constexpr (kNorm) {
+          const float4 w = load4(g + i);
+          v = make_float4(v.x * scale * w.x, v.y * scale * w.y, v.z * scale * w.z,
+                          v.w * scale * w.w);
+        }
+        store4(yr + i, v);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+        yr[i] = from_float<T>(kNorm ? xr[i] * scale * g[i] : xr[i]);
+    }
+    if constexpr (kNorm) __syncthreads();  // block_sum's shared slots, before the next row
+  }
 }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 cudaDataType_t cuda_type(DType dt) {
   switch (dt) {
@@ -58,7 +95,7 @@ const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key) {
   std::lock_guard<std::mutex> lock(plans_mutex_);
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
-  const auto [m, n, k, dt, ldb, ldc] = key;
+  const auto [m, n, k, dt, ldb, ldc, out_dt] = key;
   const cudaDataType_t ab = cuda_type(static_cast<DType>(dt));
   auto plan = std::make_shared<GemmPlan>();
   VLLM_LT_CHECK(lt().cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -67,7 +104,8 @@ const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key) {
                                                sizeof(trans_a)));
   VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->a, ab, k, n, k));
   VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->b, ab, k, m, ldb));
-  VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, n, m, ldc));
+  VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->c, cuda_type(static_cast<DType>(out_dt)),
+                                                 n, m, ldc));
   cublasLtMatmulPreference_t pref;
   VLLM_LT_CHECK(lt().cublasLtMatmulPreferenceCreate(&pref));
   VLLM_LT_CHECK(lt().cublasLtMatmulPreferenceSetAttribute(
@@ -101,34 +139,70 @@ bool CudaBackend::run_matmul(const Tensor& x, const Tensor& w, Tensor& out,
     launch_gemv(x, w, out, f, multiprocessors_, stream_);
     return true;
   }
-  if (f.norm_weight || f.silu_and_mul || f.rope_cache) return false;
-  gemm(x, w, out, f.accumulate ? 1.0f : 0.0f);
+  const bool fused = f.norm_weight || f.silu_and_mul || f.rope_cache;
+  if (!fused) {
+    gemm(x, w, out, f.accumulate ? 1.0f : 0.0f);
+    return true;
+  }
+  // cuBLASLt with 16-bit weights takes x as a 16-bit copy: the norm is applied while making it,
+  // and the silu pairs are read from a 16-bit product. f32 weights take the plain ops, and so do
+  // products the plain GEMV takes (x kept in f32) when the fused one does not apply.
+  if (w.dtype() == DType::F32 || gemv_applies(x, w, {})) return false;
+  const Tensor xin = f.norm_weight ? to_weight_type(x, w.dtype(), f.norm_weight, f.eps) : x;
+  if (f.silu_and_mul) {
+    Tensor gate_up = Tensor::empty({x.size(0), w.size(0)}, w.dtype(), device());
+    gemm(xin, w, gate_up, 0.0f);
+    silu_and_mul(gate_up, out);
+    return true;
+  }
+  gemm(xin, w, out, f.accumulate ? 1.0f : 0.0f);
+  if (const RopeCacheFusion* rc = f.rope_cache) {
+    QkvHeads h = split_qkv(out, rc->q_heads, static_cast<int>(rc->k_cache->size(2)),
+                           static_cast<int>(rc->k_cache->size(3)));
+    if (!rope_and_cache(h.qk, *rc->positions, *rc->params, h.k, h.v, *rc->k_cache,
+                        *rc->v_cache, *rc->slot_mapping)) {
+      rope(h.qk, *rc->positions, *rc->params);
+      reshape_and_cache(h.k, h.v, *rc->k_cache, *rc->v_cache, *rc->slot_mapping);
+    }
+  }
   return true;
 }
 
-// out = x @ w^T + beta * out through cuBLASLt.
+Tensor CudaBackend::to_weight_type(const Tensor& x, DType type, const Tensor* norm_weight,
+                                   float eps) {
+  const int64_t m = x.size(0), k = x.size(1), ldx = row_stride(x);
+  Tensor y = Tensor::empty({m, k}, type, device());
+  if (m == 0) return y;
+  const bool vec4 = k % 4 == 0 && ldx % 4 == 0 && aligned16(x.raw()) &&
+                    (!norm_weight || aligned16(norm_weight->raw()));
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(m, 65535));
+  const float* g = norm_weight ? norm_weight->data<float>() : nullptr;
+  dispatch_float_type(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (norm_weight)
+      launch(convert_rows<T, true>, grid, row_threads(k / 4), 0, stream_, x.data<float>(), ldx, g,
+          eps, y.data<T>(), m, k, vec4);
+    else
+      launch(convert_rows<T, false>, grid, row_threads(k / 4), 0, stream_, x.data<float>(), ldx,
+          g, eps, y.data<T>(), m, k, vec4);
+  });
+  return y;
+}
+
+// out = x @ w^T + beta * out through cuBLASLt. x in f32 is first rounded to w's type (when that
+// is 16-bit); out is f32 or w's type.
 void CudaBackend::gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta) {
-  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  const int64_t m = x.size(0), n = w.size(0);
   if (m == 0 || n == 0) return;
   const DType wt = w.dtype();
   (void)cuda_type(wt);
-  const void* b = x.raw();
-  int64_t ldb = row_stride(x);
-  Tensor converted;
-  if (wt != DType::F32) {
-    converted = Tensor::empty({m, k}, wt, device());
-    const auto grid = static_cast<unsigned>(std::min<int64_t>((m * k + 255) / 256, 4096));
-    dispatch_float_type(wt, [&](auto* tag) {
-      using T = std::remove_pointer_t<decltype(tag)>;
-      launch(convert_rows<T>, grid, 256, 0, stream_, x.data<float>(), ldb, converted.data<T>(), m,
-          k);
-    });
-    b = converted.raw();
-    ldb = k;
-  }
-  const GemmPlan& plan = gemm_plan({m, n, k, static_cast<int>(wt), ldb, row_stride(out)});
+  VLLM_CHECK(out.dtype() == DType::F32 || out.dtype() == wt, "gemm output ", dtype_name(out.dtype()));
+  const Tensor b = x.dtype() == wt ? x : to_weight_type(x, wt, nullptr, 0.0f);
+  const int64_t k = b.size(1);
+  const GemmPlan& plan = gemm_plan({m, n, k, static_cast<int>(wt), row_stride(b),
+                                    row_stride(out), static_cast<int>(out.dtype())});
   const float alpha = 1.0f;
-  VLLM_LT_CHECK(lt().cublasLtMatmul(lt_, plan.desc, &alpha, w.raw(), plan.a, b, plan.b, &beta,
+  VLLM_LT_CHECK(lt().cublasLtMatmul(lt_, plan.desc, &alpha, w.raw(), plan.a, b.raw(), plan.b, &beta,
                                out.raw(), plan.c, out.raw(), plan.c, &plan.algo, workspace_,
                                workspace_bytes_, stream_));
 }
