@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "runtime/cpu/ggml_order.h"
@@ -59,6 +60,18 @@ std::vector<uint16_t> to_f16(const std::vector<float>& v) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// sum_i a[i] * b[i * b_step] in double, and the sum of the terms' magnitudes (for the bound).
+std::pair<double, double> exact_dot(const float* a, const uint16_t* b, int64_t b_step,
+                                    int64_t n) {
+  double sum = 0, mag = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double t = double(a[i]) * f16_to_f32(b[i * b_step]);
+    sum += t;
+    mag += std::fabs(t);
+  }
+  return {sum, mag};
+}
+
 }  // namespace
 
 TEST(GgmlOrder, DotRowsSameBitsOnEveryBuildAndCloseToExact) {
@@ -72,12 +85,7 @@ TEST(GgmlOrder, DotRowsSameBitsOnEveryBuildAndCloseToExact) {
       std::vector<float> want(rows);
       all[0].dot_rows(q.data(), k.data(), stride, rows, n, order, want.data());
       for (int64_t r = 0; r < rows; ++r) {
-        double exact = 0, mag = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const double p = double(q[i]) * f16_to_f32(k[r * stride + i]);
-          exact += p;
-          mag += std::fabs(p);
-        }
+        const auto [exact, mag] = exact_dot(q.data(), k.data() + r * stride, 1, n);
         EXPECT_NEAR(want[r], exact, 1e-6 * mag) << "n " << n << " row " << r;
       }
       for (size_t b = 1; b < all.size(); ++b) {
@@ -148,12 +156,7 @@ TEST(GgmlOrder, WeightedValuesSameBitsOnEveryBuildAndCloseToExact) {
       };
       const std::vector<float> want = run(all[0]);
       for (int64_t d = 0; d < n; ++d) {
-        double exact = 0, mag = 0;
-        for (int64_t j = 0; j < keys; ++j) {
-          const double t = double(p[j]) * f16_to_f32(v[j * stride + d]);
-          exact += t;
-          mag += std::fabs(t);
-        }
+        const auto [exact, mag] = exact_dot(p.data(), v.data() + d, stride, keys);
         EXPECT_NEAR(want[d], exact, 1e-6 * mag) << "slots " << slots << " n " << n << " d " << d;
       }
       for (size_t b = 1; b < all.size(); ++b) {
