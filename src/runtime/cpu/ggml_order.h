@@ -1,8 +1,8 @@
 // The f16 attention arithmetic of ggml's CPU backend (llama.cpp without flash attention, f16
-// K/V cache), and its SwiGLU,, reproduced operation for operation so that our logits equal llama.cpp's to the
-// last bit and greedy decoding follows the same path. Float addition is not associative, and
-// an int8 activation quantiser downstream turns a last-bit difference into a visible one, so
-// the order of every sum matters, not just its precision.
+// K/V cache) and its SwiGLU, reproduced operation for operation so that our logits equal
+// llama.cpp's to the last bit and greedy decoding follows the same path. Float addition is
+// not associative, and an int8 activation quantiser downstream turns a last-bit difference
+// into a visible one, so the order of every sum matters, not just its precision.
 //
 // ggml computes the two products of attention as f16 matrix products (q and the softmax
 // weights rounded to f16, f32 accumulation) in one of two orders, chosen by how many query
@@ -19,7 +19,7 @@
 // absolute position, as ggml's cache cells do when a sequence fills the cache from cell 0.
 //
 // Every kernel has a scalar, an AVX2 and an AVX-512 build; all three give identical bits
-// (tests/runtime/test_ops.cpp checks that), so the result does not depend on the CPU.
+// (tests/runtime/test_ggml_order.cpp checks that), so the result does not depend on the CPU.
 #pragma once
 #include <cstdint>
 
