@@ -162,7 +162,8 @@ TEST(GgmlOrder, WeightedValuesSameBitsOnEveryBuildAndCloseToExact) {
       for (size_t b = 1; b < all.size(); ++b) {
         const std::vector<float> got = run(all[b]);
         for (int64_t d = 0; d < n; ++d)
-          EXPECT_TRUE(same_bits(got[d], want[d])) << all[b].name << " slots " << slots << " d " << d;
+          EXPECT_TRUE(same_bits(got[d], want[d]))
+              << all[b].name << " slots " << slots << " d " << d;
       }
     }
   }

@@ -98,9 +98,10 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
       scores.resize(static_cast<size_t>(count));
       if (!half) {
         for_blocks([&](int64_t j, int64_t n) {
-          for (int64_t r = 0; r < n; ++r)
-            scores[j - first + r] = dot_f32(
-                qv, reinterpret_cast<const float*>(kv_at(k_cache, j) + r * k_cache.stride_bytes(1)), D);
+          for (int64_t r = 0; r < n; ++r) {
+            const char* k = kv_at(k_cache, j) + r * k_cache.stride_bytes(1);
+            scores[j - first + r] = dot_f32(qv, reinterpret_cast<const float*>(k), D);
+          }
         });
         float mx = -INFINITY;
         for (float& s : scores) mx = std::max(mx, s *= scale);
@@ -109,15 +110,17 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
         const float inv = float(1.0 / sum);
         std::fill(o, o + D, 0.0f);
         for_blocks([&](int64_t j, int64_t n) {
-          for (int64_t r = 0; r < n; ++r)
-            axpy_f32(scores[j - first + r] * inv,
-                     reinterpret_cast<const float*>(kv_at(v_cache, j) + r * v_cache.stride_bytes(1)), o, D);
+          for (int64_t r = 0; r < n; ++r) {
+            const char* v = kv_at(v_cache, j) + r * v_cache.stride_bytes(1);
+            axpy_f32(scores[j - first + r] * inv, reinterpret_cast<const float*>(v), o, D);
+          }
         });
         continue;
       }
       // f16 cache: ggml's arithmetic and order (ggml_order.h), single-row order for decode
       // steps, batched order for prompt chunks.
-      const ggml_order::Order order = q_len > 1 ? ggml_order::Order::Batched : ggml_order::Order::Single;
+      const ggml_order::Order order =
+          q_len > 1 ? ggml_order::Order::Batched : ggml_order::Order::Single;
       std::copy(qv, qv + D, qbuf.begin());
       round_to_f16(qbuf.data(), D);
       // Keys of one block are rows `kv_stride` apart.
@@ -128,7 +131,8 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
       });
       float mx = -INFINITY;
       for (float& s : scores) mx = std::max(mx, s *= scale);
-      const float inv = static_cast<float>(1.0 / ggml_softmax_exps(scores.data(), first, count, mx));
+      const double sum = ggml_softmax_exps(scores.data(), first, count, mx);
+      const float inv = static_cast<float>(1.0 / sum);
       for (float& s : scores) s *= inv;
       round_to_f16(scores.data(), count);
       const int slots = ggml_order::value_slots(order);

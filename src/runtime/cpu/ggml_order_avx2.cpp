@@ -61,10 +61,18 @@ struct Lanes {
   static Lanes fma(Lanes a, Lanes b, Lanes c) {
     return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
   }
-  static Lanes add(Lanes a, Lanes b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
-  static Lanes sub(Lanes a, Lanes b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
-  static Lanes mul(Lanes a, Lanes b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
-  static Lanes div(Lanes a, Lanes b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+  static Lanes add(Lanes a, Lanes b) {
+    return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+  }
+  static Lanes sub(Lanes a, Lanes b) {
+    return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
+  }
+  static Lanes mul(Lanes a, Lanes b) {
+    return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+  }
+  static Lanes div(Lanes a, Lanes b) {
+    return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+  }
   // Lane i + lane i+8 is lo + hi; then the 8 -> 4 -> 2 -> 1 steps of the tree.
   static float reduce(Lanes a) {
     const __m256 s8 = _mm256_add_ps(a.lo, a.hi);

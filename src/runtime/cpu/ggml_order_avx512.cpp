@@ -32,7 +32,8 @@ struct Lanes {
   static Lanes expf(Lanes in) {
     const __m512 x = in.v;
     const __m512 shift = _mm512_set1_ps(0x1.8p23f);
-    const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift), shift);
+    const __m512 n =
+        _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift), shift);
     const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
                                       _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
     const __mmask16 saturated =
@@ -47,8 +48,9 @@ struct Lanes {
         u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
     const __m512 scaled = _mm512_scalef_ps(j, n);
     if (!saturated) return {scaled};
-    const __m512 limit = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
-                                              _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+    const __mmask16 not_positive = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+    const __m512 limit =
+        _mm512_mask_blend_ps(not_positive, _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
     return {_mm512_mask_blend_ps(saturated, scaled, limit)};
   }
 };

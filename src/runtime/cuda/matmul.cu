@@ -196,7 +196,8 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta
   if (m == 0 || n == 0) return;
   const DType wt = w.dtype();
   (void)cuda_type(wt);
-  VLLM_CHECK(out.dtype() == DType::F32 || out.dtype() == wt, "gemm output ", dtype_name(out.dtype()));
+  VLLM_CHECK(out.dtype() == DType::F32 || out.dtype() == wt, "gemm output ",
+             dtype_name(out.dtype()));
   const Tensor b = x.dtype() == wt ? x : to_weight_type(x, wt, nullptr, 0.0f);
   const int64_t k = b.size(1);
   const GemmPlan& plan = gemm_plan({m, n, k, static_cast<int>(wt), row_stride(b),
