@@ -12,21 +12,6 @@ namespace vllm::cpu::ggml_order {
 namespace scalar {
 namespace {
 
-// ggml's AVX-512 expf for one lane: x = n ln2 + b with n = round(x / ln2) (ln2 in two
-// parts), e^b from a degree-5 polynomial, then scaled by 2^n; |n| > 192 saturates.
-float expf_lane(float x) {
-  const float shift = 0x1.8p23f;
-  const float n = std::fma(x, 0x1.715476p+0f, shift) - shift;
-  if (std::isnan(n)) return n;
-  if (std::fabs(n) > 192) return n <= 0 ? 0.0f : INFINITY;
-  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
-  const float u = b * b;
-  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
-  return std::ldexp(j, static_cast<int>(n));
-}
-
 struct Lanes {
   float v[16];
 
@@ -79,9 +64,19 @@ struct Lanes {
     for (int l = 0; l < 4; ++l) x[l] += x[l + 4];
     return (x[0] + x[2]) + (x[1] + x[3]);
   }
-  static Lanes expf(const Lanes& x) {
+  static Lanes neg(const Lanes& a) {
     Lanes r;
-    for (int i = 0; i < 16; ++i) r.v[i] = expf_lane(x.v[i]);
+    for (int i = 0; i < 16; ++i) r.v[i] = -a.v[i];
+    return r;
+  }
+  static Lanes scale_pow2(const Lanes& j, const Lanes& n) {
+    Lanes r;
+    for (int i = 0; i < 16; ++i) {
+      const float e = n.v[i];
+      if (std::isnan(e)) r.v[i] = j.v[i];  // NaN in, NaN out
+      else if (std::fabs(e) > 192) r.v[i] = e <= 0 ? 0.0f : INFINITY;
+      else r.v[i] = std::ldexp(j.v[i], static_cast<int>(e));
+    }
     return r;
   }
 };

@@ -9,35 +9,19 @@
 namespace vllm::cpu::ggml_order::avx2 {
 namespace {
 
-// x * 2^n for integer-valued n with |n| <= 192, rounded once as AVX-512's scalef does: two
-// exact power-of-two factors of at most 2^96 each, so only the last product can round.
-__m256 scalef(__m256 x, __m256 n) {
+// x * 2^n for integer-valued n, rounded once as AVX-512's scalef does, and 0 or infinity where
+// |n| > 192: two exact power-of-two factors of at most 2^96 each, so only the last product can
+// round.
+__m256 scale_pow2_8(__m256 x, __m256 n) {
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i half = _mm256_srai_epi32(ni, 1);
   const __m256i rest = _mm256_sub_epi32(ni, half);
   auto pow2 = [](__m256i e) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
   };
-  return _mm256_mul_ps(_mm256_mul_ps(x, pow2(half)), pow2(rest));
-}
-
-// See scalar::expf_lane in ggml_order.cpp for the steps.
-__m256 expf8(__m256 x) {
-  const __m256 shift = _mm256_set1_ps(0x1.8p23f);
-  const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift), shift);
-  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256 scaled = _mm256_mul_ps(_mm256_mul_ps(x, pow2(half)), pow2(rest));
   const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
   const __m256 saturated = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192), _CMP_GT_OQ);
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
-                                      _mm256_set1_ps(0x1.573e2ep-5f)),
-                      u,
-                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
-                                      _mm256_set1_ps(0x1.fffdb6p-2f))),
-      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-  const __m256 scaled = scalef(j, n);
   if (_mm256_testz_ps(saturated, saturated)) return scaled;
   const __m256 limit = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
                                         _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
@@ -80,7 +64,13 @@ struct Lanes {
     const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
   }
-  static Lanes expf(Lanes x) { return {expf8(x.lo), expf8(x.hi)}; }
+  static Lanes neg(Lanes a) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    return {_mm256_xor_ps(a.lo, sign), _mm256_xor_ps(a.hi, sign)};
+  }
+  static Lanes scale_pow2(Lanes j, Lanes n) {
+    return {scale_pow2_8(j.lo, n.lo), scale_pow2_8(j.hi, n.hi)};
+  }
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <utility>
 
 #include "runtime/tensor.h"
@@ -155,6 +156,10 @@ inline int64_t row_stride(const Tensor& t, int dim = 0) {
   VLLM_CHECK(t.stride_bytes(dim) % bytes == 0, "stride not a multiple of the element size");
   return t.stride_bytes(dim) / bytes;
 }
+
+// Whether a pointer, or a tensor's data, sits on a 16-byte boundary (vector loads need it).
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+inline bool aligned16(const Tensor& t) { return aligned16(t.raw()); }
 
 // Threads for a row kernel over n elements: a multiple of 32 up to 1024.
 inline int row_threads(int64_t n) {

@@ -315,9 +315,8 @@ void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
   if (rows == 0) return;
   VLLM_CHECK(rows <= 65535, "silu_and_mul rows ", rows);
   const int64_t gs = row_stride(gate_up), os = row_stride(out);
-  const bool vec4 = f % 4 == 0 && gs % 4 == 0 && os % 4 == 0 &&
-                    reinterpret_cast<uintptr_t>(gate_up.raw()) % 16 == 0 &&
-                    reinterpret_cast<uintptr_t>(out.raw()) % 16 == 0;
+  const bool vec4 =
+      f % 4 == 0 && gs % 4 == 0 && os % 4 == 0 && aligned16(gate_up) && aligned16(out);
   const int64_t per_block = 256 * (vec4 ? 4 : 1);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((f + per_block - 1) / per_block, 64)),
                   static_cast<unsigned>(rows));

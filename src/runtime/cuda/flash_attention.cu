@@ -386,10 +386,9 @@ bool flash_attention_supports(const AttnArgs<C>& a) {
   if constexpr (std::is_same_v<C, float>) {
     return false;
   } else {
-    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     return (a.head_dim == 64 || a.head_dim == 128) && a.q_st % 4 == 0 && a.q_sh % 4 == 0 &&
-           a.o_st % 2 == 0 && a.o_sh % 2 == 0 && aligned(a.q) && aligned(a.out) &&
-           aligned(a.k_cache) && aligned(a.v_cache);
+           a.o_st % 2 == 0 && a.o_sh % 2 == 0 && aligned16(a.q) && aligned16(a.out) &&
+           aligned16(a.k_cache) && aligned16(a.v_cache);
   }
 }
 

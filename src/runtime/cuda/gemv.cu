@@ -377,8 +377,6 @@ void launch_typed(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFus
   else launch_mode<W, kStaged>(a, m, smem, sms, stream);
 }
 
-bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0; }
-
 }  // namespace
 
 bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& f) {

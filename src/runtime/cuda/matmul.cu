@@ -62,8 +62,6 @@ __global__ void convert_rows(const float* __restrict__ x, int64_t x_stride,
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 cudaDataType_t cuda_type(DType dt) {
   switch (dt) {
     case DType::F32: return CUDA_R_32F;
@@ -173,8 +171,8 @@ Tensor CudaBackend::to_weight_type(const Tensor& x, DType type, const Tensor* no
   const int64_t m = x.size(0), k = x.size(1), ldx = row_stride(x);
   Tensor y = Tensor::empty({m, k}, type, device());
   if (m == 0) return y;
-  const bool vec4 = k % 4 == 0 && ldx % 4 == 0 && aligned16(x.raw()) &&
-                    (!norm_weight || aligned16(norm_weight->raw()));
+  const bool vec4 =
+      k % 4 == 0 && ldx % 4 == 0 && aligned16(x) && (!norm_weight || aligned16(*norm_weight));
   const auto grid = static_cast<unsigned>(std::min<int64_t>(m, 65535));
   const float* g = norm_weight ? norm_weight->data<float>() : nullptr;
   dispatch_float_type(type, [&](auto* tag) {
