@@ -58,7 +58,8 @@ core::KvCacheConfig kv_config(const DecoderModel& model, const EngineConfig& c) 
   kv.block_size = c.block_size;
   kv.enable_prefix_caching = c.enable_prefix_caching;
   const int layers = model.config().num_layers;
-  const auto& windows = model.config().sliding_window;
+  std::vector<int> windows;
+  for (const LayerSpec& l : model.config().layers) windows.push_back(l.sliding_window);
   // When every layer has the same window, blocks that fall out of it go back to the pool.
   // Mixed models keep one full-attention table (correct, without that saving) until the
   // runner passes one block table per group.

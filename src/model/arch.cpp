@@ -1,49 +1,288 @@
 #include "model/arch.h"
 
+#include <cmath>
+#include <map>
+#include <set>
+
 #include "loader/gguf.h"
 #include "util/check.h"
 
 namespace vllm {
 namespace {
 
-constexpr ArchSpec kArchs[] = {
-    {"LlamaForCausalLM", "llama", false, false, false},
-    {"MistralForCausalLM", "", false, false, true},
-    {"Qwen2ForCausalLM", "qwen2", true, false, true},
-    {"Qwen3ForCausalLM", "qwen3", false, true, true},
-};
+using nlohmann::json;
 
 template <typename T>
-T get_or(const nlohmann::json& j, const char* key, T fallback) {
+T get_or(const json& j, const char* key, T fallback) {
   auto it = j.find(key);
-  return it == j.end() || it->is_null() ? fallback : it->get<T>();
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw Error(std::string("config.json: field \"") + key + "\" has the wrong type: " +
+                it->dump());
+  }
 }
 
-void read_rope(const nlohmann::json& cfg, ModelConfig& c) {
-  // Newer transformers nest everything under rope_parameters; older use rope_theta + rope_scaling.
-  const nlohmann::json* rs = nullptr;
-  if (auto it = cfg.find("rope_parameters"); it != cfg.end() && it->is_object()) rs = &*it;
-  if (auto it = cfg.find("rope_scaling"); !rs && it != cfg.end() && it->is_object()) rs = &*it;
-  c.rope_theta = get_or(cfg, "rope_theta", rs ? get_or(*rs, "rope_theta", 10000.0) : 10000.0);
-  c.partial_rotary_factor = get_or(cfg, "partial_rotary_factor", 1.0);
-  if (!rs) return;
-  RopeScaling& s = c.rope_scaling;
+bool has(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && !it->is_null();
+}
+
+// A field the decoder has no code for: a load-time error, never a silently different model.
+void refuse_if_set(const json& cfg, const char* key, const char* why) {
+  if (has(cfg, key) && !(cfg[key].is_boolean() && !cfg[key].get<bool>()))
+    throw Error(std::string("config.json: \"") + key + "\" = " + cfg[key].dump() +
+                " is not supported (" + why + ")");
+}
+
+// ---- RoPE ------------------------------------------------------------------------------------
+
+const std::set<std::string> kRopeTypes = {"default", "linear", "llama3", "yarn", "longrope"};
+
+// One RoPE description: rope_theta plus a rope_scaling / rope_parameters object (`rs`, may be
+// null). `field` names the object in errors.
+RopeSpec read_rope_spec(const json& cfg, const json* rs, const char* field) {
+  RopeSpec r;
+  r.theta = get_or(cfg, "rope_theta", rs ? get_or(*rs, "rope_theta", 10000.0) : 10000.0);
+  if (rs && has(*rs, "rope_theta")) r.theta = (*rs)["rope_theta"].get<double>();
+  r.partial_rotary_factor = get_or(cfg, "partial_rotary_factor", 1.0);
+  if (rs && has(*rs, "partial_rotary_factor"))
+    r.partial_rotary_factor = (*rs)["partial_rotary_factor"].get<double>();
+  if (!rs) return r;
+  RopeScaling& s = r.scaling;
   s.type = get_or<std::string>(*rs, "rope_type", get_or<std::string>(*rs, "type", "default"));
+  if (s.type == "su") s.type = "longrope";  // Phi-3's early name for it
+  if (!kRopeTypes.count(s.type))
+    throw Error(std::string("config.json: ") + field + " rope type '" + s.type +
+                "' is not supported (have default, linear, llama3, yarn, longrope)");
   s.factor = get_or(*rs, "factor", 1.0);
   s.low_freq_factor = get_or(*rs, "low_freq_factor", 1.0);
   s.high_freq_factor = get_or(*rs, "high_freq_factor", 4.0);
-  s.original_max_position_embeddings = get_or(*rs, "original_max_position_embeddings", 0);
+  s.original_max_position_embeddings = get_or(
+      *rs, "original_max_position_embeddings", get_or(cfg, "original_max_position_embeddings", 0));
   s.beta_fast = get_or(*rs, "beta_fast", 32.0);
   s.beta_slow = get_or(*rs, "beta_slow", 1.0);
   s.truncate = get_or(*rs, "truncate", true);
-  if (rs->contains("attention_factor") && !(*rs)["attention_factor"].is_null())
-    s.attention_factor = (*rs)["attention_factor"].get<double>();
-  if (rs->contains("mscale") && !(*rs)["mscale"].is_null()) s.mscale = (*rs)["mscale"].get<double>();
-  if (rs->contains("mscale_all_dim") && !(*rs)["mscale_all_dim"].is_null())
-    s.mscale_all_dim = (*rs)["mscale_all_dim"].get<double>();
+  if (has(*rs, "attention_factor")) s.attention_factor = (*rs)["attention_factor"].get<double>();
+  if (has(*rs, "mscale")) s.mscale = (*rs)["mscale"].get<double>();
+  if (has(*rs, "mscale_all_dim")) s.mscale_all_dim = (*rs)["mscale_all_dim"].get<double>();
+  s.short_factor = get_or(*rs, "short_factor", std::vector<double>{});
+  s.long_factor = get_or(*rs, "long_factor", std::vector<double>{});
+  if (s.type == "longrope" && (s.short_factor.empty() || s.long_factor.empty() ||
+                               s.original_max_position_embeddings <= 0))
+    throw Error(std::string("config.json: ") + field +
+                " longrope needs short_factor, long_factor and "
+                "original_max_position_embeddings");
+  return r;
 }
 
-void read_eos(const nlohmann::json& j, ModelConfig& c) {
+// The RoPE of each layer type: transformers 5 writes rope_parameters, either one object or one
+// per layer type ({"full_attention": {...}, "sliding_attention": {...}}); published checkpoints
+// carry rope_theta + rope_scaling. Keys: layer type, or "" for all types.
+std::map<std::string, RopeSpec> read_ropes(const json& cfg) {
+  std::map<std::string, RopeSpec> out;
+  if (auto it = cfg.find("rope_parameters"); it != cfg.end() && it->is_object()) {
+    bool per_type = false;
+    for (const auto& [k, v] : it->items())
+      if (v.is_object()) {
+        per_type = true;
+        const std::string field = "rope_parameters." + k;
+        out[k] = read_rope_spec(cfg, &v, field.c_str());
+      }
+    if (!per_type) out[""] = read_rope_spec(cfg, &*it, "rope_parameters");
+    return out;
+  }
+  const json* rs = nullptr;
+  if (auto it = cfg.find("rope_scaling"); it != cfg.end() && it->is_object()) rs = &*it;
+  out[""] = read_rope_spec(cfg, rs, "rope_scaling");
+  return out;
+}
+
+// ---- layer types -------------------------------------------------------------------------------
+
+// layer_types (transformers 5, Gemma-3, Qwen2): "full_attention" or "sliding_attention" per
+// layer; empty when the config has none.
+std::vector<std::string> read_layer_types(const json& cfg, int num_layers) {
+  std::vector<std::string> types;
+  auto it = cfg.find("layer_types");
+  if (it == cfg.end() || it->is_null()) return types;
+  if (!it->is_array() || static_cast<int>(it->size()) != num_layers)
+    throw Error("config.json: layer_types must list one type per layer (" +
+                std::to_string(num_layers) + ")");
+  for (const auto& t : *it) {
+    const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+    if (s != "full_attention" && s != "sliding_attention")
+      throw Error("config.json: layer_types has unknown layer type '" + s +
+                  "' (have full_attention, sliding_attention)");
+    types.push_back(s);
+  }
+  return types;
+}
+
+int positive_window(const json& cfg) {
+  const int w = get_or(cfg, "sliding_window", 0);
+  if (w <= 0)
+    throw Error("config.json: sliding_window must be positive for sliding_attention layers, got " +
+                std::to_string(w));
+  return w;
+}
+
+// Sets each layer's window and RoPE from its type.
+void apply_layer_types(const json& cfg, const std::vector<std::string>& types, ModelConfig& c) {
+  const auto ropes = read_ropes(cfg);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string& t = types.empty() ? std::string("full_attention") : types[i];
+    LayerSpec& L = c.layers[i];
+    L.sliding_window = t == "sliding_attention" ? positive_window(cfg) : 0;
+    if (auto r = ropes.find(t); r != ropes.end()) L.rope = r->second;
+    else if (auto all = ropes.find(""); all != ropes.end()) L.rope = all->second;
+    else throw Error("config.json: rope_parameters has no entry for layer type " + t);
+  }
+}
+
+void all_layers(ModelConfig& c, auto&& edit) {
+  for (LayerSpec& L : c.layers) edit(L);
+}
+
+Activation activation_named(const std::string& name, const char* field) {
+  if (name == "silu" || name == "swish") return Activation::kSilu;
+  if (name == "gelu_pytorch_tanh" || name == "gelu_new" || name == "gelu_fast")
+    return Activation::kGeluTanh;
+  throw Error(std::string("config.json: ") + field + " '" + name +
+              "' is not supported (have silu, gelu_pytorch_tanh)");
+}
+
+// ---- families ----------------------------------------------------------------------------------
+
+void llama_hf(const json& cfg, ModelConfig& c) {
+  const Activation a = activation_named(get_or<std::string>(cfg, "hidden_act", "silu"),
+                                        "hidden_act");
+  all_layers(c, [&](LayerSpec& L) { L.activation = a; });
+}
+
+// Every layer windowed when sliding_window is set (Mistral, Phi-3).
+void all_windowed_hf(const json& cfg, ModelConfig& c) {
+  llama_hf(cfg, c);
+  if (!has(cfg, "layer_types") && get_or(cfg, "sliding_window", 0) > 0)
+    all_layers(c, [&](LayerSpec& L) { L.sliding_window = cfg["sliding_window"].get<int>(); });
+}
+
+// Qwen2/Qwen3: sliding attention only when enabled, from max_window_layers on.
+void qwen_windows(const json& cfg, ModelConfig& c) {
+  if (has(cfg, "layer_types") || !get_or(cfg, "use_sliding_window", false)) return;
+  const int window = positive_window(cfg);
+  for (int i = get_or(cfg, "max_window_layers", c.num_layers); i < c.num_layers; ++i)
+    c.layers[i].sliding_window = window;
+}
+
+void qwen2_hf(const json& cfg, ModelConfig& c) {
+  llama_hf(cfg, c);
+  const bool bias = get_or(cfg, "attention_bias", true);
+  all_layers(c, [&](LayerSpec& L) { L.attention_bias = bias; });
+  qwen_windows(cfg, c);
+}
+
+void qwen3_hf(const json& cfg, ModelConfig& c) {
+  llama_hf(cfg, c);
+  all_layers(c, [](LayerSpec& L) { L.qk_norm = QkNorm::kPerHead; });
+  qwen_windows(cfg, c);
+}
+
+void gemma3_hf(const json& cfg, ModelConfig& c) {
+  refuse_if_set(cfg, "final_logit_softcapping", "logit soft-capping");
+  refuse_if_set(cfg, "attn_logit_softcapping", "attention soft-capping");
+  const Activation a = activation_named(
+      get_or<std::string>(cfg, "hidden_activation",
+                          get_or<std::string>(cfg, "hidden_act", "gelu_pytorch_tanh")),
+      "hidden_activation");
+  if (!has(cfg, "layer_types")) {  // before transformers 5: every Nth layer is global
+    const int pattern = get_or(cfg, "sliding_window_pattern", 6);
+    if (pattern <= 0) throw Error("config.json: sliding_window_pattern must be positive");
+    const int window = positive_window(cfg);
+    for (int i = 0; i < c.num_layers; ++i)
+      c.layers[i].sliding_window = (i + 1) % pattern ? window : 0;
+  }
+  if (!has(cfg, "rope_parameters")) {  // local layers: their own base, no scaling
+    RopeSpec local;
+    local.theta = get_or(cfg, "rope_local_base_freq", 10000.0);
+    for (LayerSpec& L : c.layers)
+      if (L.sliding_window > 0) L.rope = local;
+  }
+  all_layers(c, [&](LayerSpec& L) {
+    L.norm = NormPlacement::kSandwich;
+    L.qk_norm = QkNorm::kPerHead;
+    L.activation = a;
+  });
+  c.norm_weight_offset = 1.0;
+  c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
+  c.attention_scale = 1.0 / std::sqrt(get_or(cfg, "query_pre_attn_scalar", double(c.head_dim)));
+  c.tie_word_embeddings = get_or(cfg, "tie_word_embeddings", true);
+}
+
+void olmo2_hf(const json& cfg, ModelConfig& c) {
+  llama_hf(cfg, c);
+  all_layers(c, [](LayerSpec& L) {
+    L.norm = NormPlacement::kPost;
+    L.qk_norm = QkNorm::kWhole;
+  });
+}
+
+void granite_hf(const json& cfg, ModelConfig& c) {
+  llama_hf(cfg, c);
+  c.embedding_multiplier = get_or(cfg, "embedding_multiplier", 1.0);
+  c.residual_multiplier = get_or(cfg, "residual_multiplier", 1.0);
+  c.attention_scale = get_or(cfg, "attention_multiplier", 1.0 / std::sqrt(double(c.head_dim)));
+  const double logits_scaling = get_or(cfg, "logits_scaling", 1.0);
+  if (logits_scaling == 0) throw Error("config.json: logits_scaling must not be 0");
+  c.logits_multiplier = 1.0 / logits_scaling;
+}
+
+void plain_gguf(const GgufFile&, const std::string&, ModelConfig&) {}
+
+void qwen2_gguf(const GgufFile&, const std::string&, ModelConfig& c) {
+  all_layers(c, [](LayerSpec& L) { L.attention_bias = true; });
+}
+
+void qwen3_gguf(const GgufFile&, const std::string&, ModelConfig& c) {
+  all_layers(c, [](LayerSpec& L) { L.qk_norm = QkNorm::kPerHead; });
+}
+
+// llama.cpp's Gemma-3: every sixth layer global, local layers on base 10,000, the norm weights
+// stored with their +1 already added, attention scaled by 1/sqrt(key_length).
+void gemma3_gguf(const GgufFile& g, const std::string& a, ModelConfig& c) {
+  const auto window = g.get_int(a + ".attention.sliding_window");
+  if (!window || *window <= 0)
+    throw Error(g.path() + ": " + a + ".attention.sliding_window must be positive");
+  RopeSpec local;
+  local.theta = 10000.0;
+  local.partial_rotary_factor = c.layers[0].rope.partial_rotary_factor;
+  for (int i = 0; i < c.num_layers; ++i) {
+    LayerSpec& L = c.layers[i];
+    L.norm = NormPlacement::kSandwich;
+    L.qk_norm = QkNorm::kPerHead;
+    L.activation = Activation::kGeluTanh;
+    if ((i + 1) % 6) {
+      L.sliding_window = static_cast<int>(*window);
+      L.rope = local;
+    }
+  }
+  c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
+  c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+}
+
+constexpr ArchSpec kArchs[] = {
+    {"LlamaForCausalLM", "llama", llama_hf, plain_gguf},
+    {"MistralForCausalLM", "", all_windowed_hf, nullptr},
+    {"Qwen2ForCausalLM", "qwen2", qwen2_hf, qwen2_gguf},
+    {"Qwen3ForCausalLM", "qwen3", qwen3_hf, qwen3_gguf},
+    {"Gemma3ForCausalLM", "gemma3", gemma3_hf, gemma3_gguf},
+    {"Phi3ForCausalLM", "", all_windowed_hf, nullptr},
+    {"Olmo2ForCausalLM", "", olmo2_hf, nullptr},
+    {"GraniteForCausalLM", "", granite_hf, nullptr},
+};
+
+void read_eos(const json& j, ModelConfig& c) {
   auto it = j.find("eos_token_id");
   if (it == j.end() || it->is_null()) return;
   c.eos_token_ids.clear();
@@ -53,27 +292,36 @@ void read_eos(const nlohmann::json& j, ModelConfig& c) {
     c.eos_token_ids.push_back(it->get<int>());
 }
 
-void read_sliding_window(const nlohmann::json& cfg, const ArchSpec& arch, ModelConfig& c) {
-  c.sliding_window.assign(c.num_layers, 0);
-  const int window = get_or(cfg, "sliding_window", 0);
-  if (!arch.sliding_window || window <= 0) return;
-  if (auto it = cfg.find("layer_types"); it != cfg.end() && it->is_array()) {
-    VLLM_CHECK(static_cast<int>(it->size()) == c.num_layers, "layer_types length");
-    for (int i = 0; i < c.num_layers; ++i)
-      if ((*it)[i].get<std::string>() == "sliding_attention") c.sliding_window[i] = window;
-    return;
+// What every layer description must satisfy, whatever filled it.
+void validate(const ModelConfig& c, const std::string& where) {
+  auto bad = [&](const std::string& what) { throw Error(where + ": " + what); };
+  if (c.num_layers <= 0 || c.hidden_size <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 ||
+      c.head_dim <= 0 || c.vocab_size <= 0 || c.intermediate_size <= 0)
+    bad("model sizes must be positive");
+  if (c.num_heads % c.num_kv_heads)
+    bad("num_attention_heads " + std::to_string(c.num_heads) +
+        " is not a multiple of num_key_value_heads " + std::to_string(c.num_kv_heads));
+  if (static_cast<int>(c.layers.size()) != c.num_layers) bad("one layer spec per layer");
+  for (const LayerSpec& L : c.layers) {
+    if (L.sliding_window < 0) bad("sliding_window must not be negative");
+    const int rot = L.rotary_dim(c.head_dim);
+    if (rot <= 0 || rot > c.head_dim || rot % 2)
+      bad("partial_rotary_factor " + std::to_string(L.rope.partial_rotary_factor) +
+          " gives rotary dims " + std::to_string(rot) + " of head_dim " +
+          std::to_string(c.head_dim));
+    const RopeScaling& s = L.rope.scaling;
+    if (s.type == "longrope" &&
+        (static_cast<int>(s.short_factor.size()) != rot / 2 ||
+         static_cast<int>(s.long_factor.size()) != rot / 2))
+      bad("longrope short_factor / long_factor need " + std::to_string(rot / 2) + " entries");
   }
-  if (arch.hf_name == "MistralForCausalLM") {
-    c.sliding_window.assign(c.num_layers, window);
-    return;
-  }
-  // Qwen2/Qwen3: sliding attention only when enabled, from max_window_layers on.
-  if (!get_or(cfg, "use_sliding_window", false)) return;
-  const int first = get_or(cfg, "max_window_layers", c.num_layers);
-  for (int i = first; i < c.num_layers; ++i) c.sliding_window[i] = window;
 }
 
 }  // namespace
+
+float ModelConfig::softmax_scale() const {
+  return static_cast<float>(attention_scale.value_or(1.0 / std::sqrt(double(head_dim))));
+}
 
 const ArchSpec* find_arch(std::string_view hf_name) {
   for (const ArchSpec& a : kArchs)
@@ -81,13 +329,7 @@ const ArchSpec* find_arch(std::string_view hf_name) {
   return nullptr;
 }
 
-const ArchSpec& arch_of(const ModelConfig& config) {
-  const ArchSpec* a = find_arch(config.architecture);
-  VLLM_CHECK(a, "unknown architecture ", config.architecture);
-  return *a;
-}
-
-ModelConfig config_from_hf(const nlohmann::json& cfg, const nlohmann::json& gen) {
+ModelConfig config_from_hf(const json& cfg, const json& gen) {
   ModelConfig c;
   auto archs = cfg.find("architectures");
   if (archs == cfg.end() || !archs->is_array() || archs->empty())
@@ -101,24 +343,27 @@ ModelConfig config_from_hf(const nlohmann::json& cfg, const nlohmann::json& gen)
     c.intermediate_size = cfg.at("intermediate_size").get<int>();
     c.num_layers = cfg.at("num_hidden_layers").get<int>();
     c.num_heads = cfg.at("num_attention_heads").get<int>();
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const json::exception& e) {
     throw Error(std::string("config.json: ") + e.what());
   }
+  if (c.num_layers <= 0 || c.num_heads <= 0)
+    throw Error("config.json: num_hidden_layers and num_attention_heads must be positive");
   c.num_kv_heads = get_or(cfg, "num_key_value_heads", c.num_heads);
   c.head_dim = get_or(cfg, "head_dim", c.hidden_size / c.num_heads);
   c.rms_norm_eps = get_or(cfg, "rms_norm_eps", 1e-6);
   c.max_position_embeddings = get_or(cfg, "max_position_embeddings", 4096);
   c.tie_word_embeddings = get_or(cfg, "tie_word_embeddings", false);
-  c.attention_bias = get_or(cfg, "attention_bias", arch->attention_bias);
-  c.qk_norm = arch->qk_norm;
-  read_rope(cfg, c);
-  read_sliding_window(cfg, *arch, c);
+  refuse_if_set(cfg, "mlp_bias", "biases on the MLP projections");
+  LayerSpec base;
+  base.attention_bias = get_or(cfg, "attention_bias", false);
+  c.layers.assign(c.num_layers, base);
+  apply_layer_types(cfg, read_layer_types(cfg, c.num_layers), c);
+  arch->from_hf(cfg, c);
   if (auto it = cfg.find("bos_token_id"); it != cfg.end() && it->is_number())
     c.bos_token_id = it->get<int>();
   read_eos(cfg, c);
   if (gen.is_object()) read_eos(gen, c);
-  VLLM_CHECK(c.num_heads % c.num_kv_heads == 0, "num_attention_heads ", c.num_heads,
-             " not a multiple of num_key_value_heads ", c.num_kv_heads);
+  validate(c, "config.json");
   return c;
 }
 
@@ -139,36 +384,42 @@ ModelConfig config_from_gguf(const GgufFile& g) {
   c.intermediate_size = static_cast<int>(need("feed_forward_length"));
   c.num_layers = static_cast<int>(need("block_count"));
   c.num_heads = static_cast<int>(need("attention.head_count"));
+  if (c.num_layers <= 0 || c.num_heads <= 0)
+    throw Error(g.path() + ": block_count and attention.head_count must be positive");
   c.num_kv_heads = static_cast<int>(g.get_int(a + ".attention.head_count_kv").value_or(c.num_heads));
-  c.head_dim = static_cast<int>(g.get_int(a + ".attention.key_length").value_or(c.hidden_size / c.num_heads));
+  c.head_dim = static_cast<int>(
+      g.get_int(a + ".attention.key_length").value_or(c.hidden_size / c.num_heads));
   c.rms_norm_eps = g.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
-  c.rope_theta = g.get_float(a + ".rope.freq_base").value_or(10000.0);
+  RopeSpec rope;
+  rope.theta = g.get_float(a + ".rope.freq_base").value_or(10000.0);
   const int64_t rot = g.get_int(a + ".rope.dimension_count").value_or(c.head_dim);
-  c.partial_rotary_factor = double(rot) / c.head_dim;
+  rope.partial_rotary_factor = double(rot) / c.head_dim;
   c.max_position_embeddings = static_cast<int>(g.get_int(a + ".context_length").value_or(4096));
   if (auto t = g.get_string(a + ".rope.scaling.type"); t && *t != "none") {
-    c.rope_scaling.type = *t;
-    c.rope_scaling.factor = g.get_float(a + ".rope.scaling.factor").value_or(1.0);
-    c.rope_scaling.original_max_position_embeddings = static_cast<int>(
+    rope.scaling.type = *t;
+    rope.scaling.factor = g.get_float(a + ".rope.scaling.factor").value_or(1.0);
+    rope.scaling.original_max_position_embeddings = static_cast<int>(
         g.get_int(a + ".rope.scaling.original_context_length").value_or(0));
   }
+  if (rope.scaling.type != "default" && rope.scaling.type != "linear")
+    throw Error(g.path() + ": GGUF rope scaling '" + rope.scaling.type + "' is not supported");
+  LayerSpec base;
+  base.rope = rope;
+  c.layers.assign(c.num_layers, base);
   // llama.cpp's converter permutes q/k rows so that rotated pairs are adjacent.
   c.rope_neox = arch->gguf_name != "llama";
   c.rope_ggml_theta = true;
   c.kv_cache_f16 = true;
-  if (c.rope_scaling.type != "default" && c.rope_scaling.type != "linear")
-    throw Error(g.path() + ": GGUF rope scaling '" + c.rope_scaling.type + "' is not supported");
-  c.attention_bias = arch->attention_bias;
-  c.qk_norm = arch->qk_norm;
-  c.sliding_window.assign(c.num_layers, 0);
   c.tie_word_embeddings = g.find("output.weight") == nullptr;
   const auto* embd = g.find("token_embd.weight");
   if (!embd) throw Error(g.path() + ": no token_embd.weight tensor");
   c.vocab_size = static_cast<int>(embd->shape[0]);
+  arch->from_gguf(g, a, c);
   if (auto v = g.get_int("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int>(*v);
   if (auto v = g.get_int("tokenizer.ggml.eos_token_id")) c.eos_token_ids.push_back(static_cast<int>(*v));
   if (auto v = g.get_int("tokenizer.ggml.eot_token_id"); v && (c.eos_token_ids.empty() || *v != c.eos_token_ids[0]))
     c.eos_token_ids.push_back(static_cast<int>(*v));
+  validate(c, g.path());
   return c;
 }
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <numeric>
+#include <span>
 
 #include "runtime/backend.h"
 #include "runtime/ops.h"
@@ -17,35 +19,40 @@ Tensor host_i32(const std::vector<int32_t>& v) {
   return t;
 }
 
+// The q/k/v (or gate/up) projections of a layer: one fused tensor where the checkpoint stores
+// them fused (Phi-3's qkv_proj, gate_up_proj), else the separate ones in output order.
+std::vector<Tensor> projection(const WeightSource& w, const std::string& prefix,
+                               const char* fused, std::initializer_list<const char*> parts,
+                               const char* suffix) {
+  if (auto t = w.get(prefix + fused + suffix)) return {*t};
+  std::vector<Tensor> out;
+  for (const char* n : parts) out.push_back(w.require(prefix + n + suffix));
+  return out;
+}
+
+std::vector<Tensor> qkv_weights(const WeightSource& w, const std::string& p, const char* suffix) {
+  return projection(w, p, "self_attn.qkv_proj",
+                    {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, suffix);
+}
+
+std::vector<Tensor> gate_up_weights(const WeightSource& w, const std::string& p) {
+  return projection(w, p, "mlp.gate_up_proj", {"mlp.gate_proj", "mlp.up_proj"}, ".weight");
+}
+
+std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
+
 }  // namespace
 
 DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Progress& on_layer,
                            Device device)
     : config_(std::move(config)), device_(device) {
   const ModelConfig& c = config_;
-  RopeTables tables = compute_rope_tables(c);
-  rope_.inv_freq = std::move(tables.inv_freq);
-  rope_.mscale = tables.mscale;
-  rope_.head_dim = c.head_dim;
-  rope_.rotary_dim = c.rotary_dim();
-  rope_.neox = c.rope_neox;
-  if (c.rope_ggml_theta) {
-    rope_.ggml_theta = true;
-    rope_.theta_scale = std::pow(static_cast<float>(c.rope_theta), -2.0f / c.rotary_dim());
-    if (c.rope_scaling.type == "linear") rope_.freq_scale = 1.0f / static_cast<float>(c.rope_scaling.factor);
-    // GGUF llama-3 files carry the llama3 scaling as per-frequency divisors.
-    if (auto freqs = w.get("rope_freqs.weight")) {
-      Tensor f = to_f32(*freqs);
-      VLLM_CHECK(f.numel() == static_cast<int64_t>(rope_.inv_freq.size()), "rope_freqs size");
-      rope_.freq_factors.assign(f.data<float>(), f.data<float>() + f.numel());
-    }
-  }
-
+  VLLM_CHECK(static_cast<int>(c.layers.size()) == c.num_layers, "one layer spec per layer");
   const Tensor embed = w.require("model.embed_tokens.weight");
   VLLM_CHECK(embed.size(0) == c.vocab_size && embed.size(1) == c.hidden_size,
              "embed_tokens shape ", embed.shape_str());
   embed_tokens = place_weight(embed, device);
-  final_norm = to_f32(w.require("model.norm.weight"), device);
+  final_norm = norm_weight(w, "model.norm.weight", c.hidden_size);
   auto head = w.get("lm_head.weight");
   lm_head = head && !c.tie_word_embeddings ? place_weight(*head, device) : embed_tokens;
   if (c.kv_cache_f16)
@@ -56,47 +63,99 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
   // The fused q/k/v and gate/up copies of CPU weights share one huge-page buffer.
   size_t fused_bytes = 0;
   if (device.kind == DeviceKind::Cpu)
-    for (int i = 0; i < c.num_layers; ++i) {
-      const std::string p = "model.layers." + std::to_string(i) + ".";
-      for (auto names : {std::vector<std::string>{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
-                         std::vector<std::string>{"mlp.gate_proj", "mlp.up_proj"}}) {
-        std::vector<Tensor> parts;
-        for (const auto& n : names) parts.push_back(w.require(p + n + ".weight"));
-        if (std::all_of(parts.begin(), parts.end(), [&](const Tensor& t) { return t.dtype() == parts[0].dtype(); }))
+    for (int i = 0; i < c.num_layers; ++i)
+      for (const auto& parts : {qkv_weights(w, layer_prefix(i), ".weight"),
+                                gate_up_weights(w, layer_prefix(i))}) {
+        if (parts.size() < 2) continue;
+        if (std::all_of(parts.begin(), parts.end(),
+                        [&](const Tensor& t) { return t.dtype() == parts[0].dtype(); }))
           for (const Tensor& t : parts) fused_bytes += size_t(t.nbytes());
         fused_bytes += 64;  // alignment of each fused tensor
       }
-    }
   HostWeightArena arena(fused_bytes);
 
-  layers_.resize(c.num_layers);
+  layers_.reserve(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    Layer& L = layers_[i];
-    L.attn_norm = to_f32(w.require(p + "input_layernorm.weight"), device);
-    L.ffn_norm = to_f32(w.require(p + "post_attention_layernorm.weight"), device);
-    std::vector<Tensor> qkv_bias;
-    if (c.attention_bias)
-      for (const char* n : {"q_proj", "k_proj", "v_proj"})
-        qkv_bias.push_back(w.require(p + "self_attn." + n + ".bias"));
-    L.qkv = Linear::fused({w.require(p + "self_attn.q_proj.weight"),
-                           w.require(p + "self_attn.k_proj.weight"),
-                           w.require(p + "self_attn.v_proj.weight")},
-                          qkv_bias, device, &arena);
-    VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
-               " q/k/v shapes do not match the config");
-    L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, device);
-    L.gate_up = Linear::fused(
-        {w.require(p + "mlp.gate_proj.weight"), w.require(p + "mlp.up_proj.weight")}, {}, device,
-        &arena);
-    L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, device);
-    if (c.qk_norm) {
-      L.q_norm = to_f32(w.require(p + "self_attn.q_norm.weight"), device);
-      L.k_norm = to_f32(w.require(p + "self_attn.k_norm.weight"), device);
-    }
-    L.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[i];
+    layers_.push_back(load_layer(i, w, arena));
     if (on_layer) on_layer(i + 1, c.num_layers);
   }
+}
+
+Tensor DecoderModel::norm_weight(const WeightSource& w, const std::string& name,
+                                 int64_t size) const {
+  Tensor t = to_f32(w.require(name));
+  VLLM_CHECK(t.numel() == size, name, " has ", t.numel(), " weights, the config needs ", size);
+  if (config_.norm_weight_offset != 0.0)  // Gemma's (1 + w), added once here
+    for (float& v : std::span<float>(t.data<float>(), size_t(t.numel())))
+      v = static_cast<float>(config_.norm_weight_offset) + v;
+  return device_ == kCpu ? t : t.to(device_);
+}
+
+RopeParams DecoderModel::rope_params(const LayerSpec& spec, const WeightSource& w) const {
+  const ModelConfig& c = config_;
+  RopeTables tables = compute_rope_tables(spec.rope, c.head_dim, c.max_position_embeddings);
+  RopeParams r;
+  r.inv_freq = std::move(tables.inv_freq);
+  r.mscale = tables.mscale;
+  r.head_dim = c.head_dim;
+  r.rotary_dim = spec.rotary_dim(c.head_dim);
+  r.neox = c.rope_neox;
+  if (c.rope_ggml_theta) {
+    r.ggml_theta = true;
+    r.theta_scale = std::pow(static_cast<float>(spec.rope.theta), -2.0f / r.rotary_dim);
+    if (spec.rope.scaling.type == "linear")
+      r.freq_scale = 1.0f / static_cast<float>(spec.rope.scaling.factor);
+    // GGUF llama-3 files carry the llama3 scaling as per-frequency divisors.
+    if (auto freqs = w.get("rope_freqs.weight")) {
+      Tensor f = to_f32(*freqs);
+      VLLM_CHECK(f.numel() == static_cast<int64_t>(r.inv_freq.size()), "rope_freqs size");
+      r.freq_factors.assign(f.data<float>(), f.data<float>() + f.numel());
+    }
+  }
+  return r;
+}
+
+DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
+                                             HostWeightArena& arena) const {
+  const ModelConfig& c = config_;
+  const std::string p = layer_prefix(i);
+  Layer L;
+  L.spec = c.layers[i];
+  const LayerSpec& spec = L.spec;
+  L.rope = rope_params(spec, w);
+  const int64_t h = c.hidden_size;
+  switch (spec.norm) {
+    case NormPlacement::kPre:
+      L.attn_norm = norm_weight(w, p + "input_layernorm.weight", h);
+      L.ffn_norm = norm_weight(w, p + "post_attention_layernorm.weight", h);
+      break;
+    case NormPlacement::kSandwich:
+      L.attn_norm = norm_weight(w, p + "input_layernorm.weight", h);
+      L.attn_post_norm = norm_weight(w, p + "post_attention_layernorm.weight", h);
+      L.ffn_norm = norm_weight(w, p + "pre_feedforward_layernorm.weight", h);
+      L.ffn_post_norm = norm_weight(w, p + "post_feedforward_layernorm.weight", h);
+      break;
+    case NormPlacement::kPost:
+      L.attn_post_norm = norm_weight(w, p + "post_attention_layernorm.weight", h);
+      L.ffn_post_norm = norm_weight(w, p + "post_feedforward_layernorm.weight", h);
+      break;
+  }
+  std::vector<Tensor> qkv_bias;
+  if (spec.attention_bias) qkv_bias = qkv_weights(w, p, ".bias");
+  L.qkv = Linear::fused(qkv_weights(w, p, ".weight"), qkv_bias, device_, &arena);
+  VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
+             " q/k/v shapes do not match the config");
+  L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, device_);
+  L.gate_up = Linear::fused(gate_up_weights(w, p), {}, device_, &arena);
+  VLLM_CHECK(L.gate_up.out_features == 2 * int64_t(c.intermediate_size), "layer ", i,
+             " gate/up shapes do not match intermediate_size ", c.intermediate_size);
+  L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, device_);
+  const bool whole = spec.qk_norm == QkNorm::kWhole;
+  if (spec.qk_norm != QkNorm::kNone) {
+    L.q_norm = norm_weight(w, p + "self_attn.q_norm.weight", whole ? c.q_size() : c.head_dim);
+    L.k_norm = norm_weight(w, p + "self_attn.k_norm.weight", whole ? c.kv_size() : c.head_dim);
+  }
+  return L;
 }
 
 Tensor DecoderModel::score(std::span<const int32_t> tokens) const {
@@ -194,55 +253,100 @@ DecoderModel::StepInputs DecoderModel::upload_inputs(const ForwardBatch& batch,
   return StepInputs{views[0], views[1], views[2], views[3], &meta};
 }
 
+// The activations of one step, [T, ...]: `residual` is the running stream, `h` the normed
+// input of a block where the backend does not norm inside the matmul.
+struct DecoderModel::Scratch {
+  Tensor residual, h, qkv, attn, block_out, gate_up, act;
+};
+
 Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
   const ModelConfig& c = config_;
   const int64_t T = in.ids.size(0);
   const int64_t num_logits = in.rows_wanted.size(0);
-  const Tensor& positions = in.positions;
-  const Tensor& slots = in.slots;
-  const AttentionMeta* meta = in.meta;
-
-  // Activations [T, ...]; `residual` is the running stream, `h` the normed input of a block
-  // where the backend does not norm inside the matmul.
   const Device d = device_;
-  Tensor residual = Tensor::empty({T, c.hidden_size}, DType::F32, d);
-  Tensor h = Tensor::empty({T, c.hidden_size}, DType::F32, d);
-  Tensor qkv = Tensor::empty({T, c.q_size() + 2 * c.kv_size()}, DType::F32, d);
-  Tensor attn = Tensor::empty({T, c.num_heads, c.head_dim}, DType::F32, d);
-  Tensor block_out = Tensor::empty({T, c.hidden_size}, DType::F32, d);
-  Tensor gate_up = Tensor::empty({T, 2 * int64_t(c.intermediate_size)}, DType::F32, d);
-  Tensor act = Tensor::empty({T, c.intermediate_size}, DType::F32, d);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  Scratch s;
+  s.residual = Tensor::empty({T, c.hidden_size}, DType::F32, d);
+  s.h = Tensor::empty({T, c.hidden_size}, DType::F32, d);
+  s.qkv = Tensor::empty({T, c.q_size() + 2 * c.kv_size()}, DType::F32, d);
+  s.attn = Tensor::empty({T, c.num_heads, c.head_dim}, DType::F32, d);
+  s.block_out = Tensor::empty({T, c.hidden_size}, DType::F32, d);
+  s.gate_up = Tensor::empty({T, 2 * int64_t(c.intermediate_size)}, DType::F32, d);
+  s.act = Tensor::empty({T, c.intermediate_size}, DType::F32, d);
 
-  // Each block adds its output into `residual`; the next one norms it on the way in.
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  embedding(in.ids, embed_tokens, residual);
+  embedding(in.ids, embed_tokens, s.residual);
+  if (c.embedding_multiplier != 1.0) scale(s.residual, static_cast<float>(c.embedding_multiplier));
   for (int i = 0; i < c.num_layers; ++i) {
-    const Layer& L = layers_[i];
-    Tensor q = qkv.slice(1, 0, c.q_size()).split_last(c.num_heads);
-    if (c.qk_norm) {  // q and k normed per head between the projection and the rotation
-      L.qkv.normed(residual, L.attn_norm, eps, h, qkv);
-      QkvHeads heads = split_qkv(qkv, c.num_heads, c.num_kv_heads, c.head_dim);
-      rms_norm(q, L.q_norm, eps, q);
-      rms_norm(heads.k, L.k_norm, eps, heads.k);
-      rope_and_cache(heads.qk, positions, rope_, heads.k, heads.v, cache.k[i], cache.v[i], slots);
-    } else {
-      L.qkv.normed_rope_cache(residual, L.attn_norm, eps, h, qkv, c.num_heads, positions, rope_,
-                              cache.k[i], cache.v[i], slots);
-    }
-    paged_attention(q, cache.k[i], cache.v[i], *meta, scale, L.sliding_window, attn);
-    L.o.accumulate(attn.merge_last(), block_out, residual);
-    L.gate_up.normed_silu(residual, L.ffn_norm, eps, h, gate_up, act);
-    L.down.accumulate(act, block_out, residual);
+    attention_block(layers_[i], i, in, cache, s);
+    mlp_block(layers_[i], s);
   }
 
   // Only the rows that give logits go through the final norm, on the LM head's way in.
+  const float eps = static_cast<float>(c.rms_norm_eps);
   Tensor rows = Tensor::empty({num_logits, c.hidden_size}, DType::F32, d);
-  embedding(in.rows_wanted, residual, rows);
+  embedding(in.rows_wanted, s.residual, rows);
   Tensor logits = Tensor::empty({num_logits, c.vocab_size}, DType::F32, d);
-  Tensor normed_rows = h.narrow(0, num_logits);
+  Tensor normed_rows = s.h.narrow(0, num_logits);
   rms_norm_matmul(rows, final_norm, eps, lm_head, normed_rows, logits);
+  if (c.logits_multiplier != 1.0) scale(logits, static_cast<float>(c.logits_multiplier));
   return logits;
+}
+
+void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, KvCache& cache,
+                                   Scratch& s) const {
+  const ModelConfig& c = config_;
+  const LayerSpec& spec = L.spec;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  Tensor& k_cache = cache.k[i];
+  Tensor& v_cache = cache.v[i];
+  Tensor q = s.qkv.slice(1, 0, c.q_size()).split_last(c.num_heads);
+  const bool pre_norm = L.attn_norm.defined();
+  if (pre_norm && spec.qk_norm == QkNorm::kNone) {  // one fused front-end where there is one
+    L.qkv.normed_rope_cache(s.residual, L.attn_norm, eps, s.h, s.qkv, c.num_heads, in.positions,
+                            L.rope, k_cache, v_cache, in.slots);
+  } else {
+    if (pre_norm) L.qkv.normed(s.residual, L.attn_norm, eps, s.h, s.qkv);
+    else L.qkv(s.residual, s.qkv);
+    QkvHeads heads = split_qkv(s.qkv, c.num_heads, c.num_kv_heads, c.head_dim);
+    if (spec.qk_norm == QkNorm::kPerHead) {  // between the projection and the rotation
+      rms_norm(q, L.q_norm, eps, q);
+      rms_norm(heads.k, L.k_norm, eps, heads.k);
+    } else if (spec.qk_norm == QkNorm::kWhole) {
+      Tensor qw = s.qkv.slice(1, 0, c.q_size());
+      Tensor kw = s.qkv.slice(1, c.q_size(), c.kv_size());
+      rms_norm(qw, L.q_norm, eps, qw);
+      rms_norm(kw, L.k_norm, eps, kw);
+    }
+    rope_and_cache(heads.qk, in.positions, L.rope, heads.k, heads.v, k_cache, v_cache, in.slots);
+  }
+  paged_attention(q, k_cache, v_cache, *in.meta, c.softmax_scale(), spec.sliding_window, s.attn);
+  add_block_output(L.o, s.attn.merge_last(), L.attn_post_norm, s.block_out, s.residual);
+}
+
+void DecoderModel::mlp_block(const Layer& L, Scratch& s) const {
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const bool silu = L.spec.activation == Activation::kSilu;
+  if (L.ffn_norm.defined() && silu) {
+    L.gate_up.normed_silu(s.residual, L.ffn_norm, eps, s.h, s.gate_up, s.act);
+  } else {
+    if (L.ffn_norm.defined()) L.gate_up.normed(s.residual, L.ffn_norm, eps, s.h, s.gate_up);
+    else L.gate_up(s.residual, s.gate_up);
+    if (silu) silu_and_mul(s.gate_up, s.act);
+    else gelu_tanh_and_mul(s.gate_up, s.act);
+  }
+  add_block_output(L.down, s.act, L.ffn_post_norm, s.block_out, s.residual);
+}
+
+void DecoderModel::add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,
+                                    Tensor& product, Tensor& residual) const {
+  const float m = static_cast<float>(config_.residual_multiplier);
+  if (!post_norm.defined() && m == 1.0f) {
+    lin.accumulate(x, product, residual);
+    return;
+  }
+  lin(x, product);
+  if (post_norm.defined()) rms_norm(product, post_norm, static_cast<float>(config_.rms_norm_eps), product);
+  if (m != 1.0f) scale(product, m);
+  add(residual, product, residual);
 }
 
 }  // namespace vllm

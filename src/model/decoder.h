@@ -1,5 +1,6 @@
-// The shared pre-norm decoder serving every supported architecture (Llama, Mistral, Qwen2,
-// Qwen3, GGUF llama): embed -> N x (attention, MLP) -> norm -> LM head, over a paged KV cache.
+// The shared decoder serving every supported architecture: embed -> N x (attention, MLP) ->
+// norm -> LM head, over a paged KV cache. Each layer runs as its LayerSpec (model/config.h)
+// says: norm placement, q/k norm, window, RoPE, activation; no family has its own forward.
 #pragma once
 #include <functional>
 #include <memory>
@@ -58,16 +59,30 @@ class DecoderModel {
   std::optional<Tensor> forward_graph(const ForwardBatch& batch, KvCache& cache) const;
   struct Graph;
 
+  // One decoder layer as its LayerSpec describes it. Norm weights are f32; a norm the layer's
+  // placement does not have stays undefined.
   struct Layer {
-    Tensor attn_norm, ffn_norm, q_norm, k_norm;  // f32; q/k norms only with qk_norm
+    LayerSpec spec;
+    RopeParams rope;
+    Tensor attn_norm, attn_post_norm, ffn_norm, ffn_post_norm, q_norm, k_norm;
     Linear qkv, o, gate_up, down;
-    int sliding_window = 0;
   };
+  Layer load_layer(int i, const WeightSource& w, HostWeightArena& arena) const;
+  // An RMSNorm weight of `size` entries in f32 on the device, with the config's offset added.
+  Tensor norm_weight(const WeightSource& w, const std::string& name, int64_t size) const;
+  RopeParams rope_params(const LayerSpec& spec, const WeightSource& w) const;
+  // The attention and MLP blocks of compute(): each adds its output into `residual`.
+  struct Scratch;
+  void attention_block(const Layer& L, int index, const StepInputs& in, KvCache& cache,
+                       Scratch& s) const;
+  void mlp_block(const Layer& L, Scratch& s) const;
+  // residual += post_norm(out) * residual_multiplier, where out = lin(x); scratch `product`.
+  void add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,
+                        Tensor& product, Tensor& residual) const;
 
   ModelConfig config_;
   Device device_;
   DType kv_dtype_ = DType::F32;
-  RopeParams rope_;
   Tensor embed_tokens;  // [vocab, hidden], stored dtype
   Tensor final_norm;
   Tensor lm_head;       // [vocab, hidden]; the embedding when tied

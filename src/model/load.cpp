@@ -83,7 +83,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
   auto gguf = GgufFile::open(path);
   ModelConfig config = config_from_gguf(*gguf);
   out.tokenizer = Tokenizer::from_gguf_vocab(vocab_from_gguf(*gguf));
-  auto weights = make_gguf_source(gguf);
+  auto weights = make_gguf_source(gguf, config);
   out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer, device);
   return out;
 }

@@ -18,11 +18,12 @@ double yarn_correction_dim(double rotations, int dim, double base, int max_pos) 
 
 }  // namespace
 
-RopeTables compute_rope_tables(const ModelConfig& c) {
-  const int dim = c.rotary_dim();
+RopeTables compute_rope_tables(const RopeSpec& rope, int head_dim, int max_position_embeddings,
+                               int max_model_len) {
+  const int dim = static_cast<int>(head_dim * rope.partial_rotary_factor);
   const int half = dim / 2;
-  const float base = static_cast<float>(c.rope_theta);
-  const RopeScaling& s = c.rope_scaling;
+  const float base = static_cast<float>(rope.theta);
+  const RopeScaling& s = rope.scaling;
   RopeTables out;
   std::vector<float> pos_freqs(half);
   for (int i = 0; i < half; ++i)
@@ -55,7 +56,7 @@ RopeTables compute_rope_tables(const ModelConfig& c) {
   }
   if (s.type == "yarn") {
     const int orig = s.original_max_position_embeddings > 0 ? s.original_max_position_embeddings
-                                                            : c.max_position_embeddings;
+                                                            : max_position_embeddings;
     double attention = 0;
     if (s.attention_factor) {
       attention = *s.attention_factor;
@@ -64,8 +65,8 @@ RopeTables compute_rope_tables(const ModelConfig& c) {
     } else {
       attention = yarn_mscale(s.factor, 1.0);
     }
-    double low = yarn_correction_dim(s.beta_fast, dim, c.rope_theta, orig);
-    double high = yarn_correction_dim(s.beta_slow, dim, c.rope_theta, orig);
+    double low = yarn_correction_dim(s.beta_fast, dim, rope.theta, orig);
+    double high = yarn_correction_dim(s.beta_slow, dim, rope.theta, orig);
     if (s.truncate) {
       low = std::floor(low);
       high = std::ceil(high);
@@ -81,6 +82,23 @@ RopeTables compute_rope_tables(const ModelConfig& c) {
       out.inv_freq[i] = interp * (1 - extrapolation) + extrap * extrapolation;
     }
     out.mscale = static_cast<float>(attention);
+    return out;
+  }
+  if (s.type == "longrope") {
+    // One divisor per pair: the long factors when the context served reaches past the
+    // original one (vLLM's static choice, so a token's rotation never depends on its batch).
+    const int orig = s.original_max_position_embeddings;
+    const int served = max_model_len > 0 ? max_model_len : max_position_embeddings;
+    const std::vector<double>& ext = served > orig ? s.long_factor : s.short_factor;
+    VLLM_CHECK(static_cast<int>(ext.size()) == half, "longrope factors for ", half, " pairs");
+    for (int i = 0; i < half; ++i)
+      out.inv_freq[i] = 1.0f / (static_cast<float>(ext[i]) * pos_freqs[i]);
+    if (s.attention_factor) {
+      out.mscale = static_cast<float>(*s.attention_factor);
+    } else {
+      const double f = static_cast<double>(max_position_embeddings) / orig;
+      out.mscale = f <= 1.0 ? 1.0f : static_cast<float>(std::sqrt(1 + std::log(f) / std::log(orig)));
+    }
     return out;
   }
   throw Error("unsupported rope_scaling type '" + s.type + "'");

@@ -9,6 +9,7 @@
 
 #include "loader/gguf.h"
 #include "loader/safetensors.h"
+#include "model/config.h"
 #include "runtime/cpu/quant.h"
 #include "runtime/backend.h"
 #include "runtime/ops.h"
@@ -39,7 +40,8 @@ class SafetensorsSource final : public WeightSource {
 
 class GgufSource final : public WeightSource {
  public:
-  explicit GgufSource(std::shared_ptr<GgufFile> g) : g_(std::move(g)) {}
+  GgufSource(std::shared_ptr<GgufFile> g, std::vector<bool> pre_norm)
+      : g_(std::move(g)), pre_norm_(std::move(pre_norm)) {}
   std::optional<Tensor> get(const std::string& name) const override {
     const std::string gguf_name = translate(name);
     if (gguf_name.empty() || !g_->find(gguf_name)) return std::nullopt;
@@ -48,7 +50,7 @@ class GgufSource final : public WeightSource {
   std::string describe() const override { return g_->path(); }
 
  private:
-  static std::string translate(const std::string& hf) {
+  std::string translate(const std::string& hf) const {
     static const std::pair<const char*, const char*> kGlobal[] = {
         {"model.embed_tokens.weight", "token_embd.weight"},
         {"model.norm.weight", "output_norm.weight"},
@@ -57,7 +59,8 @@ class GgufSource final : public WeightSource {
     for (auto [from, to] : kGlobal)
       if (hf == from) return to;
     static const std::pair<const char*, const char*> kLayer[] = {
-        {"input_layernorm", "attn_norm"},       {"post_attention_layernorm", "ffn_norm"},
+        {"input_layernorm", "attn_norm"},       {"pre_feedforward_layernorm", "ffn_norm"},
+        {"post_feedforward_layernorm", "post_ffw_norm"},
         {"self_attn.q_proj", "attn_q"},         {"self_attn.k_proj", "attn_k"},
         {"self_attn.v_proj", "attn_v"},         {"self_attn.o_proj", "attn_output"},
         {"self_attn.q_norm", "attn_q_norm"},    {"self_attn.k_norm", "attn_k_norm"},
@@ -67,12 +70,18 @@ class GgufSource final : public WeightSource {
     static const std::regex kPattern(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))");
     std::smatch m;
     if (!std::regex_match(hf, m, kPattern)) return {};
+    if (m[2] == "post_attention_layernorm") {  // the MLP's input norm in pre-norm layers
+      const size_t layer = std::stoul(m[1].str());
+      const bool pre = layer >= pre_norm_.size() || pre_norm_[layer];
+      return "blk." + m[1].str() + (pre ? ".ffn_norm." : ".post_attention_norm.") + m[3].str();
+    }
     for (auto [from, to] : kLayer)
       if (m[2] == from) return "blk." + m[1].str() + "." + to + "." + m[3].str();
     return {};
   }
 
   std::shared_ptr<GgufFile> g_;
+  std::vector<bool> pre_norm_;  // per layer: NormPlacement::kPre
 };
 
 }  // namespace
@@ -81,8 +90,11 @@ std::unique_ptr<WeightSource> make_safetensors_source(std::shared_ptr<Safetensor
   return std::make_unique<SafetensorsSource>(std::move(st));
 }
 
-std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<GgufFile> gguf) {
-  return std::make_unique<GgufSource>(std::move(gguf));
+std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<GgufFile> gguf,
+                                               const ModelConfig& config) {
+  std::vector<bool> pre_norm;
+  for (const LayerSpec& L : config.layers) pre_norm.push_back(L.norm == NormPlacement::kPre);
+  return std::make_unique<GgufSource>(std::move(gguf), std::move(pre_norm));
 }
 
 Tensor to_f32(const Tensor& t, Device device) {

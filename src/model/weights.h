@@ -11,6 +11,7 @@
 namespace vllm {
 
 struct RopeParams;
+struct ModelConfig;
 
 class GgufFile;
 class SafetensorsModel;
@@ -25,8 +26,10 @@ class WeightSource {
 };
 
 std::unique_ptr<WeightSource> make_safetensors_source(std::shared_ptr<SafetensorsModel> st);
-// GGUF tensors under their HF names (llama.cpp's naming translated).
-std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<GgufFile> gguf);
+// GGUF tensors under their HF names (llama.cpp's naming translated; the config says which
+// layers' post_attention_layernorm is the MLP's input norm, as in Llama, or a post-norm).
+std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<GgufFile> gguf,
+                                               const ModelConfig& config);
 
 // A contiguous f32 copy (norm weights and biases are used in f32), on `device`.
 Tensor to_f32(const Tensor& t, Device device = kCpu);

@@ -45,6 +45,8 @@ class Backend {
   virtual void add_bias(Tensor& x, const Tensor& bias) = 0;
   virtual void rope(Tensor& x, const Tensor& positions, const RopeParams& params) = 0;
   virtual void silu_and_mul(const Tensor& gate_up, Tensor& out) = 0;
+  virtual void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) = 0;
+  virtual void scale(Tensor& x, float s) = 0;
   virtual void softmax(const Tensor& x, Tensor& out) = 0;
   virtual void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,
                                  Tensor& v_cache, const Tensor& slot_mapping) = 0;

@@ -72,7 +72,7 @@ void check_silu_and_mul(const Tensor& gate_up, const Tensor& out) {
   expect(gate_up, "gate_up", 2, DType::F32);
   expect(out, "out", 2, DType::F32);
   VLLM_CHECK(gate_up.size(1) == 2 * out.size(1) && gate_up.size(0) == out.size(0),
-             "silu_and_mul shapes ", gate_up.shape_str(), " -> ", out.shape_str());
+             "gated activation shapes ", gate_up.shape_str(), " -> ", out.shape_str());
 }
 
 void check_rope(const Tensor& x, const Tensor& positions, const RopeParams& params) {
@@ -215,6 +215,16 @@ void rope(Tensor& x, const Tensor& positions, const RopeParams& params) {
 void silu_and_mul(const Tensor& gate_up, Tensor& out) {
   check_silu_and_mul(gate_up, out);
   backend_for(out.device()).silu_and_mul(gate_up, out);
+}
+
+void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) {
+  check_silu_and_mul(gate_up, out);
+  backend_for(out.device()).gelu_tanh_and_mul(gate_up, out);
+}
+
+void scale(Tensor& x, float s) {
+  expect(x, "x", 2, DType::F32);
+  backend_for(x.device()).scale(x, s);
 }
 
 void softmax(const Tensor& x, Tensor& out) {

@@ -96,6 +96,11 @@ void add_bias(Tensor& x, const Tensor& bias);
 void rope(Tensor& x, const Tensor& positions, const RopeParams& params);
 // out[T, F] = silu(gate_up[:, :F]) * gate_up[:, F:].
 void silu_and_mul(const Tensor& gate_up, Tensor& out);
+// out[T, F] = gelu(gate_up[:, :F]) * gate_up[:, F:], GELU with the tanh approximation
+// (PyTorch's approximate="tanh").
+void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out);
+// x[R, C] *= s (f32).
+void scale(Tensor& x, float s);
 // Row-wise softmax over the last dim of x[R, C].
 void softmax(const Tensor& x, Tensor& out);
 // Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] (f32, or f16 / bf16

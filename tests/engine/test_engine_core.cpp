@@ -310,7 +310,7 @@ TEST(EngineCoreText, StopStringsStreamCleanly) {
 // still produces the tokens of the full-cache single-sequence driver.
 TEST(SlidingWindowEngine, ReleasesBlocksAndMatchesFullCache) {
   LoadedModel m = load_model("fixtures/tiny/mistral");
-  ASSERT_EQ(m.config().sliding_window.at(0), 8);
+  ASSERT_EQ(m.config().layers.at(0).sliding_window, 8);
   const std::vector<int32_t> prompt = {5, 9, 200, 31, 77, 12, 140, 3, 66, 90, 18, 250};
   Generator gen(*m.model, 256);
   GenerateOptions opts;

@@ -11,6 +11,12 @@ namespace {
 
 inline float* frow(const Tensor& t, int64_t i) { return reinterpret_cast<float*>(t.row(i)); }
 
+// PyTorch's gelu(x, approximate="tanh"), in f32.
+inline float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
 // One RMSNorm row in ggml's arithmetic: squares rounded to float, summed in double.
 inline void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* y) {
   double ss = 0;
@@ -100,6 +106,24 @@ void CpuBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
     const float* u = g + f;
     float* o = frow(out, r);
     ggml_order::swiglu(g, u, o, f);
+  });
+}
+
+void CpuBackend::gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) {
+  const int64_t f = out.size(-1);
+  for_rows(out.size(0), [&](int64_t r) {
+    const float* g = frow(gate_up, r);
+    const float* u = g + f;
+    float* o = frow(out, r);
+    for (int64_t i = 0; i < f; ++i) o[i] = gelu_tanh(g[i]) * u[i];
+  });
+}
+
+void CpuBackend::scale(Tensor& x, float s) {
+  const int64_t n = x.size(-1);
+  for_rows(x.size(0), [&](int64_t r) {
+    float* p = frow(x, r);
+    for (int64_t i = 0; i < n; ++i) p[i] *= s;
   });
 }
 

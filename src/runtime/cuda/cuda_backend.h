@@ -40,6 +40,8 @@ class CudaBackend final : public Backend {
   void add_bias(Tensor& x, const Tensor& bias) override;
   void rope(Tensor& x, const Tensor& positions, const RopeParams& params) override;
   void silu_and_mul(const Tensor& gate_up, Tensor& out) override;
+  void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) override;
+  void scale(Tensor& x, float s) override;
   void softmax(const Tensor& x, Tensor& out) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                          const Tensor& slot_mapping) override;
@@ -66,6 +68,9 @@ class CudaBackend final : public Backend {
   void gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta);
   // x [M, K] f32 as a new tensor of the weights' 16-bit type, RMS-normed by norm_weight if given.
   Tensor to_weight_type(const Tensor& x, DType type, const Tensor* norm_weight, float eps);
+  // out = Act(gate_up[:, :F]) * gate_up[:, F:] (elementwise.cu).
+  template <typename Act>
+  void act_and_mul(const Tensor& gate_up, Tensor& out);
 
   int index_;
   int multiprocessors_ = 0;

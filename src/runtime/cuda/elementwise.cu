@@ -51,6 +51,12 @@ __global__ void add_kernel(const float* a, int64_t as, const float* b, int64_t b
     out[r * os + i] = a[r * as + i] + b[r * bs + i];
 }
 
+__global__ void scale_kernel(float* x, int64_t xs, float s, int64_t n) {
+  pdl_begin();
+  const int64_t r = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) x[r * xs + i] *= s;
+}
+
 __global__ void add_bias_kernel(float* x, int64_t xs, const float* __restrict__ bias, int64_t n) {
   pdl_begin();
   const int64_t r = blockIdx.x;
@@ -136,18 +142,28 @@ __global__ void rope_cache_kernel(float* x, const int32_t* __restrict__ position
   cache_token(k, ks, v, vs, k_cache, v_cache, t, slots[t], row);
 }
 
-// out[r, i] = silu(g) * u for g = gate_up[r, i], u = gate_up[r, f + i]; gate_up f32 or 16-bit.
+// The gate activations of the gated MLPs.
+struct Silu {
+  __device__ static float apply(float x) { return x / (1.0f + expf(-x)); }
+};
+struct GeluTanh {  // PyTorch's gelu(x, approximate="tanh")
+  __device__ static float apply(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  }
+};
+
+// out[r, i] = act(g) * u for g = gate_up[r, i], u = gate_up[r, f + i]; gate_up f32 or 16-bit.
 // Row r = blockIdx.y; four elements per thread step where the rows are aligned for it.
-template <typename G>
-__global__ void silu_and_mul_kernel(const G* __restrict__ gu, int64_t gs,
-                                    float* __restrict__ out, int64_t os, int64_t f, bool vec4) {
+template <typename Act, typename G>
+__global__ void act_and_mul_kernel(const G* __restrict__ gu, int64_t gs,
+                                   float* __restrict__ out, int64_t os, int64_t f, bool vec4) {
   pdl_begin();
   const G* g = gu + blockIdx.y * gs;
   const G* u = g + f;
   float* o = out + blockIdx.y * os;
   const int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  const auto silu_mul = [](float gv, float uv) { return gv / (1.0f + expf(-gv)) * uv; };
+  const auto silu_mul = [](float gv, float uv) { return Act::apply(gv) * uv; };
   if (vec4) {
     for (int64_t i = 4 * start; i < f; i += 4 * step) {
       const float4 a = load4(g + i), b = load4(u + i);
@@ -310,10 +326,26 @@ bool CudaBackend::rope_and_cache(Tensor& qk, const Tensor& positions, const Rope
   return true;
 }
 
+void CudaBackend::scale(Tensor& x, float s) {
+  const int64_t rows = x.size(0), n = x.size(1);
+  if (rows == 0) return;
+  launch(scale_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, x.data<float>(),
+      row_stride(x), s, n);
+}
+
 void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
+  act_and_mul<Silu>(gate_up, out);
+}
+
+void CudaBackend::gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) {
+  act_and_mul<GeluTanh>(gate_up, out);
+}
+
+template <typename Act>
+void CudaBackend::act_and_mul(const Tensor& gate_up, Tensor& out) {
   const int64_t rows = out.size(0), f = out.size(1);
   if (rows == 0) return;
-  VLLM_CHECK(rows <= 65535, "silu_and_mul rows ", rows);
+  VLLM_CHECK(rows <= 65535, "gated activation rows ", rows);
   const int64_t gs = row_stride(gate_up), os = row_stride(out);
   const bool vec4 =
       f % 4 == 0 && gs % 4 == 0 && os % 4 == 0 && aligned16(gate_up) && aligned16(out);
@@ -322,7 +354,7 @@ void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
                   static_cast<unsigned>(rows));
   dispatch_float_type(gate_up.dtype(), [&](auto* tag) {
     using G = std::remove_pointer_t<decltype(tag)>;
-    launch(silu_and_mul_kernel<G>, grid, 256, 0, stream_, gate_up.data<G>(), gs,
+    launch(act_and_mul_kernel<Act, G>, grid, 256, 0, stream_, gate_up.data<G>(), gs,
         out.data<float>(), os, f, vec4);
   });
 }
