@@ -3,7 +3,7 @@
 from Hugging Face transformers (f32, eager attention).
 
 Run where torch + transformers are installed (the GPU machine; CPU works too):
-    python3 tools/make_tiny_fixtures.py OUT_DIR
+    python3 tools/make_tiny_fixtures.py OUT_DIR [NAME ...]   (names: only those models)
 For each architecture, OUT_DIR/<name>/ holds the checkpoint (config.json,
 generation_config.json, model.safetensors) and reference.json: per prompt, the prompt ids,
 32 greedy tokens, and logits (f32, little-endian) of every position of prompt + generation in
@@ -12,6 +12,7 @@ logits_<i>.bin, shape [len(prompt) + 32, vocab]. The manifest records tool versi
 import json
 import os
 import sys
+import zlib
 
 import numpy as np
 import torch
@@ -43,14 +44,49 @@ ARCHS = {
     "llama_yarn": ("LlamaConfig", dict(
         rope_theta=10000.0, tie_word_embeddings=False,
         rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128})),
+    # Gemma-3: sliding and global layers with their own RoPE (transformers 5's per-type
+    # rope_parameters), sandwich norms with (1 + w), GELU-tanh, embedding scale,
+    # query_pre_attn_scalar unlike head_dim, per-head q/k norm, tied embeddings.
+    "gemma3": ("Gemma3TextConfig", dict(
+        head_dim=16, query_pre_attn_scalar=24, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        rope_parameters={
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+        hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True)),
+    # Phi-3: fused qkv and gate/up weights, partial rotary, LongRoPE (short factors: the
+    # context does not pass the original one) with its attention factor, a window.
+    "phi3": ("Phi3Config", dict(
+        partial_rotary_factor=0.75, sliding_window=16, tie_word_embeddings=False, pad_token_id=0,
+        max_position_embeddings=64, original_max_position_embeddings=64,
+        rope_scaling={"rope_type": "longrope", "attention_factor": 1.2,
+                      "short_factor": [1.0, 1.1, 1.3, 1.7, 2.2, 3.0],
+                      "long_factor": [1.5, 2.0, 3.0, 4.5, 6.0, 8.0],
+                      "original_max_position_embeddings": 64})),
+    # OLMo-2: norms after attention and MLP, q/k norm over the whole projections.
+    "olmo2": ("Olmo2Config", dict(rope_theta=500000.0, tie_word_embeddings=False)),
+    # Granite: embedding, attention, residual and logits multipliers.
+    "granite": ("GraniteConfig", dict(
+        rope_theta=10000.0, tie_word_embeddings=False, embedding_multiplier=6.0,
+        attention_multiplier=0.1, residual_multiplier=0.3, logits_scaling=4.0)),
+    # Qwen2 windowing only the layers from max_window_layers on.
+    "qwen2_swa": ("Qwen2Config", dict(rope_theta=1000000.0, tie_word_embeddings=False,
+                                       use_sliding_window=True, sliding_window=8,
+                                       max_window_layers=1)),
 }
 
 PROMPT_LENS = [1, 7, 19]
 NEW_TOKENS = 32
 
 
-def main(out_dir):
-    torch.manual_seed(0)
+def longrope_long_tables(model):
+    """transformers' own LongRoPE inv_freq and attention factor past the original context."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    inv_freq, attention = ROPE_INIT_FUNCTIONS["longrope"](model.config, "cpu", seq_len=10**6)
+    return {"inv_freq": inv_freq.float().tolist(), "attention_factor": float(attention)}
+
+
+def main(out_dir, only=None):
     manifest = {
         "tool": "transformers", "transformers_version": transformers.__version__,
         "torch_version": torch.__version__, "dtype": "float32", "attn_implementation": "eager",
@@ -58,7 +94,10 @@ def main(out_dir):
         "models": {},
     }
     for name, (cfg_cls, extra) in ARCHS.items():
-        cfg = getattr(transformers, cfg_cls)(**COMMON, **extra)
+        if only and name not in only:
+            continue
+        torch.manual_seed(zlib.crc32(name.encode()))  # each model from its own seed
+        cfg = getattr(transformers, cfg_cls)(**{**COMMON, **extra})
         model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager",
                                                  torch_dtype=torch.float32)
         with torch.no_grad():
@@ -72,6 +111,8 @@ def main(out_dir):
         model.save_pretrained(d, safe_serialization=True)
         gen = torch.Generator().manual_seed(len(name))
         ref = {"arch": model.config.architectures[0], "prompts": []}
+        if name == "phi3":
+            ref["longrope_long"] = longrope_long_tables(model)
         for i, plen in enumerate(PROMPT_LENS):
             prompt = torch.randint(3, VOCAB, (1, plen), generator=gen)
             with torch.no_grad():
@@ -91,9 +132,14 @@ def main(out_dir):
             json.dump(ref, f, indent=1)
         manifest["models"][name] = ref["arch"]
         print(name, ref["arch"], "ok", flush=True)
-    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+    path = os.path.join(out_dir, "manifest.json")
+    if only and os.path.exists(path):  # keep the other models' entries
+        with open(path) as f:
+            old = json.load(f)
+        manifest["models"] = {**old.get("models", {}), **manifest["models"]}
+    with open(path, "w") as f:
         json.dump(manifest, f, indent=1)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], set(sys.argv[2:]) or None)

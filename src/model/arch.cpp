@@ -192,6 +192,7 @@ void qwen3_hf(const json& cfg, ModelConfig& c) {
 void gemma3_hf(const json& cfg, ModelConfig& c) {
   refuse_if_set(cfg, "final_logit_softcapping", "logit soft-capping");
   refuse_if_set(cfg, "attn_logit_softcapping", "attention soft-capping");
+  refuse_if_set(cfg, "use_bidirectional_attention", "bidirectional attention");
   const Activation a = activation_named(
       get_or<std::string>(cfg, "hidden_activation",
                           get_or<std::string>(cfg, "hidden_act", "gelu_pytorch_tanh")),

@@ -99,6 +99,7 @@ TEST_P(TinyModel, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Archs, TinyModel,
-    ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "mistral", "llama_yarn"),
+    ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "mistral", "llama_yarn",
+                                         "gemma3", "phi3", "olmo2", "granite", "qwen2_swa"),
                        ::testing::Values("cpu", "cuda")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
