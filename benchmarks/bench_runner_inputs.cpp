@@ -40,10 +40,12 @@ struct DecodeSetup {
 // and the sampler), over the whole tables its scheduler attached to every request.
 void build_from_scratch(const SchedulerOutput& out, const std::vector<Tables>& tables,
                         ForwardBatch& b) {
+  b.attn.resize(1);
+  b.slot_mappings.resize(1);
   int max_blocks = 0;
   for (const auto& t : tables) max_blocks = std::max<int>(max_blocks, t[0].size());
-  b.attn.max_blocks_per_seq = std::max(1, max_blocks);
-  b.attn.query_start_loc.push_back(0);
+  b.attn[0].max_blocks_per_seq = std::max(1, max_blocks);
+  b.attn[0].query_start_loc.push_back(0);
   for (size_t k = 0; k < out.scheduled.size(); ++k) {
     const auto& s = out.scheduled[k];
     const auto& table = tables[k][0];
@@ -52,13 +54,13 @@ void build_from_scratch(const SchedulerOutput& out, const std::vector<Tables>& t
       const int pos = s.num_computed_tokens + i;
       b.token_ids.push_back(s.token_ids[i]);
       b.positions.push_back(pos);
-      b.slot_mapping.push_back(table[pos / kBlockSize] * kBlockSize + pos % kBlockSize);
+      b.slot_mappings[0].push_back(table[pos / kBlockSize] * kBlockSize + pos % kBlockSize);
     }
-    b.attn.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
-    b.attn.seq_lens.push_back(s.num_computed_tokens + s.num_scheduled_tokens);
-    b.attn.block_tables.insert(b.attn.block_tables.end(), table.begin(), table.end());
-    b.attn.block_tables.resize(
-        b.attn.block_tables.size() + (b.attn.max_blocks_per_seq - table.size()), 0);
+    b.attn[0].query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
+    b.attn[0].seq_lens.push_back(s.num_computed_tokens + s.num_scheduled_tokens);
+    b.attn[0].block_tables.insert(b.attn[0].block_tables.end(), table.begin(), table.end());
+    b.attn[0].block_tables.resize(
+        b.attn[0].block_tables.size() + (b.attn[0].max_blocks_per_seq - table.size()), 0);
     if (s.sample) b.logits_indices.push_back(start + s.num_scheduled_tokens - 1);
   }
 }
@@ -77,11 +79,11 @@ std::vector<Tables> whole_tables(Scheduler& s, const SchedulerOutput& out) {
 void prepare_inputs(Mode mode, const SchedulerOutput& out, const std::vector<Tables>& tables,
                     InputBatch& ib) {
   if (mode == kPersistent) {
-    benchmark::DoNotOptimize(ib.prepare(out).attn.block_tables.data());
+    benchmark::DoNotOptimize(ib.prepare(out).attn[0].block_tables.data());
   } else {
     ForwardBatch b;  // the old runner built a fresh one each step
     build_from_scratch(out, tables, b);
-    benchmark::DoNotOptimize(b.attn.block_tables.data());
+    benchmark::DoNotOptimize(b.attn[0].block_tables.data());
   }
 }
 

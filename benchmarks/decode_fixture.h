@@ -28,7 +28,7 @@ inline std::unique_ptr<core::Scheduler> make_decode_scheduler(int num_requests, 
   kv.block_size = 16;
   kv.enable_prefix_caching = prefix_caching;
   kv.num_blocks = 1 + num_requests * (max_model_len / kv.block_size);
-  kv.groups = {core::KvCacheGroupSpec{core::AttentionKind::kFullAttention, 0, 30, 512}};
+  kv.groups = {core::KvCacheGroupSpec{core::KvPolicy::kFull, 0, 30, {512}}};
   auto s = std::make_unique<core::Scheduler>(sc, kv);
   for (int i = 0; i < num_requests; ++i) {
     std::vector<int> prompt(prompt_len);

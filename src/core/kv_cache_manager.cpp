@@ -21,7 +21,7 @@ KvCacheManager::KvCacheManager(KvCacheConfig config)
     : config_((validate(config), std::move(config))),
       block_pool_(config_.num_blocks, config_.enable_prefix_caching) {
   for (const KvCacheGroupSpec& g : config_.groups)
-    has_sliding_window_ |= g.kind == AttentionKind::kSlidingWindow;
+    has_sliding_window_ |= g.policy == KvPolicy::kSlidingWindow;
 }
 
 void KvCacheManager::update_block_hashes(Request& request) const {
@@ -45,7 +45,7 @@ std::vector<int> KvCacheManager::find_longest_cache_hit(int group,
   const KvCacheGroupSpec& spec = config_.groups[group];
   const int max_blocks = std::min<int>(max_length / config_.block_size, hashes.size());
   std::vector<int> hit;
-  if (spec.kind != AttentionKind::kSlidingWindow) {
+  if (spec.policy != KvPolicy::kSlidingWindow) {
     // Hashes chain, so the first miss ends the prefix.
     for (int i = 0; i < max_blocks; ++i) {
       auto id = block_pool_.get_cached_block(hashes[i], group);
@@ -104,7 +104,7 @@ std::pair<KvBlocks, int> KvCacheManager::get_computed_blocks(Request& request) {
 void KvCacheManager::remove_skipped_blocks(RequestBlocks& rb, int num_computed_tokens) {
   for (int g = 0; g < num_groups(); ++g) {
     const KvCacheGroupSpec& spec = config_.groups[g];
-    if (spec.kind != AttentionKind::kSlidingWindow) continue;
+    if (spec.policy != KvPolicy::kSlidingWindow) continue;
     const int first_useful_token = num_computed_tokens - spec.sliding_window + 1;
     if (first_useful_token <= 0) continue;
     auto& table = rb.blocks[g];

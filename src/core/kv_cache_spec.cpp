@@ -22,19 +22,23 @@ void validate(const KvCacheConfig& config) {
   if (config.groups.empty()) throw Error("KV cache config has no groups");
   for (size_t g = 0; g < config.groups.size(); ++g) {
     const KvCacheGroupSpec& s = config.groups[g];
-    if (s.kind == AttentionKind::kSlidingWindow && s.sliding_window <= 0)
+    if (s.policy == KvPolicy::kSlidingWindow && s.sliding_window <= 0)
       throw Error(detail::cat("KV cache group ", g, ": sliding_window must be positive, got ",
                               s.sliding_window));
-    if (s.num_layers <= 0 || s.bytes_per_token < 0)
+    if (s.num_layers <= 0 || s.layout.bytes_per_token < 0)
       throw Error(detail::cat("KV cache group ", g, ": bad num_layers ", s.num_layers,
-                              " or bytes_per_token ", s.bytes_per_token));
+                              " or bytes_per_token ", s.layout.bytes_per_token));
+    if (s.layout.padded_row_width < s.layout.row_width)
+      throw Error(detail::cat("KV cache group ", g, ": padded_row_width ",
+                              s.layout.padded_row_width, " is below the row width ",
+                              s.layout.row_width));
   }
 }
 
 int64_t kv_bytes_per_block(const KvCacheConfig& config) {
   int64_t per_token = 0;
   for (const KvCacheGroupSpec& s : config.groups)
-    per_token = std::max(per_token, s.num_layers * s.bytes_per_token);
+    per_token = std::max(per_token, s.num_layers * s.layout.bytes_per_token);
   return per_token * config.block_size;
 }
 
@@ -52,7 +56,7 @@ int max_blocks_per_request(const KvCacheConfig& config, int num_tokens,
   int total = 0;
   for (const KvCacheGroupSpec& s : config.groups) {
     int blocks = cdiv(num_tokens, bs);
-    if (s.kind == AttentionKind::kSlidingWindow) {
+    if (s.policy == KvPolicy::kSlidingWindow) {
       // The window may start mid-block, hence the extra block.
       const int64_t live = std::min<int64_t>(
           static_cast<int64_t>(s.sliding_window) - 1 + max_num_batched_tokens, num_tokens);

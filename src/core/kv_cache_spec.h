@@ -7,17 +7,27 @@
 
 namespace vllm::core {
 
-enum class AttentionKind {
-  kFullAttention,  // every token's KV is kept
+// Which blocks a group keeps (the allocation policy), whatever is stored in them.
+enum class KvPolicy {
+  kFull,           // every token's KV is kept
   kSlidingWindow,  // only the last `sliding_window` tokens are attended to
-  kMla,            // one latent vector per token (DeepSeek MLA); full-attention block logic
+  // Room here for chunked-local attention and recurrent state.
+};
+
+// How one layer's cache lays out a token (the page layout), whatever the policy: K and V
+// heads for attention, one latent row for MLA. Rows may be stored wider than they are read
+// (padded for alignment); only row_width of each padded_row_width elements holds data.
+struct KvPageLayout {
+  int64_t bytes_per_token = 0;  // per layer, padding included
+  int row_width = 0;            // elements read per row (0: not described)
+  int padded_row_width = 0;     // elements stored per row (>= row_width)
 };
 
 struct KvCacheGroupSpec {
-  AttentionKind kind = AttentionKind::kFullAttention;
-  int sliding_window = 0;       // tokens; kSlidingWindow only
-  int num_layers = 1;           // layers in this group
-  int64_t bytes_per_token = 0;  // per layer: K+V for attention, latent + rope key for MLA
+  KvPolicy policy = KvPolicy::kFull;
+  int sliding_window = 0;  // tokens; kSlidingWindow only
+  int num_layers = 1;      // layers in this group
+  KvPageLayout layout;
 };
 
 struct KvCacheConfig {

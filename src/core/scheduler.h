@@ -115,6 +115,7 @@ class Scheduler {
   SchedulerStats stats() const;
   const KvCapacity& kv_capacity() const { return kv_capacity_; }
   KvCacheManager& kv_cache_manager() { return kv_cache_manager_; }
+  const KvCacheManager& kv_cache_manager() const { return kv_cache_manager_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:

@@ -57,18 +57,16 @@ core::KvCacheConfig kv_config(const DecoderModel& model, const EngineConfig& c) 
   core::KvCacheConfig kv;
   kv.block_size = c.block_size;
   kv.enable_prefix_caching = c.enable_prefix_caching;
-  const int layers = model.config().num_layers;
-  std::vector<int> windows;
-  for (const LayerSpec& l : model.config().layers) windows.push_back(l.sliding_window);
-  // When every layer has the same window, blocks that fall out of it go back to the pool.
-  // Mixed models keep one full-attention table (correct, without that saving) until the
-  // runner passes one block table per group.
-  const bool all_windowed = !windows.empty() && windows[0] > 0 &&
-                            std::all_of(windows.begin(), windows.end(),
-                                        [&](int w) { return w == windows[0]; });
-  kv.groups = {core::KvCacheGroupSpec{
-      all_windowed ? core::AttentionKind::kSlidingWindow : core::AttentionKind::kFullAttention,
-      all_windowed ? windows[0] : 0, layers, model.kv_bytes_per_token() / layers}};
+  // One group per model group: windowed groups give back the blocks behind their window.
+  kv.groups.clear();
+  for (const KvCacheGroup& g : model.kv_cache_groups()) {
+    core::KvCacheGroupSpec& s = kv.groups.emplace_back();
+    s.policy = g.sliding_window > 0 ? core::KvPolicy::kSlidingWindow : core::KvPolicy::kFull;
+    s.sliding_window = g.sliding_window;
+    s.num_layers = static_cast<int>(g.layers.size());
+    s.layout.bytes_per_token = model.kv_bytes_per_layer_token();
+    s.layout.row_width = s.layout.padded_row_width = model.config().kv_size();
+  }
   kv.num_blocks = core::num_blocks_for_budget(c.kv_cache_memory, model.kv_bytes_per_token(),
                                               c.block_size);
   return kv;

@@ -67,6 +67,7 @@ class EngineCore {
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
   core::SchedulerStats stats() const { return scheduler_.stats(); }
   const core::KvCapacity& kv_capacity() const { return scheduler_.kv_capacity(); }
+  const core::KvCacheManager& kv_cache_manager() const { return scheduler_.kv_cache_manager(); }
   const EngineConfig& config() const { return config_; }
   int max_model_len() const { return config_.max_model_len; }
 

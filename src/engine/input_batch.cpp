@@ -11,12 +11,14 @@ InputBatch::InputBatch(int num_groups, int block_size)
     : num_groups_(num_groups), block_size_(block_size) {
   VLLM_CHECK(num_groups >= 1 && block_size >= 1, "input batch of ", num_groups,
              " groups and block size ", block_size);
-  other_rows_.resize(num_groups - 1);
+  batch_.attn.resize(num_groups);
+  batch_.slot_mappings.resize(num_groups);
   tables_.reserve(num_groups);
-  tables_.emplace_back(&batch_.attn.block_tables);
-  for (auto& rows : other_rows_) tables_.emplace_back(&rows);
-  batch_.attn.query_start_loc = {0};
-  batch_.attn.max_blocks_per_seq = tables_[0].width();
+  for (AttentionMeta& a : batch_.attn) {
+    tables_.emplace_back(&a.block_tables);
+    a.query_start_loc = {0};
+    a.max_blocks_per_seq = tables_.back().width();
+  }
 }
 
 int InputBatch::add_row(const std::string& id, const std::vector<std::vector<int>>& tables,
@@ -27,7 +29,7 @@ int InputBatch::add_row(const std::string& id, const std::vector<std::vector<int
   for (int g = 0; g < num_groups_; ++g) tables_[g].add_row(tables[g]);
   row_ids_.push_back(id);
   row_of_[id] = row;
-  batch_.attn.seq_lens.push_back(seq_len);
+  batch_.attn[0].seq_lens.push_back(seq_len);
   sched_index_.push_back(-1);
   first_logits_row_.push_back(0);
   return row;
@@ -40,12 +42,12 @@ void InputBatch::remove_row(int row) {
   if (row != last) {
     row_ids_[row] = std::move(row_ids_[last]);
     row_of_[row_ids_[row]] = row;
-    batch_.attn.seq_lens[row] = batch_.attn.seq_lens[last];
+    batch_.attn[0].seq_lens[row] = batch_.attn[0].seq_lens[last];
     sched_index_[row] = sched_index_[last];
     first_logits_row_[row] = first_logits_row_[last];
   }
   row_ids_.pop_back();
-  batch_.attn.seq_lens.pop_back();
+  batch_.attn[0].seq_lens.pop_back();
   sched_index_.pop_back();
   first_logits_row_.pop_back();
 }
@@ -69,9 +71,9 @@ std::vector<std::vector<int>> InputBatch::block_ids(const std::string& id) const
 
 void InputBatch::apply_edits(int row, const ScheduledRequest& s) {
   // A lost or repeated step would leave the tables wrong without this.
-  VLLM_CHECK(s.num_computed_tokens == batch_.attn.seq_lens[row], "request ", s.request_id,
+  VLLM_CHECK(s.num_computed_tokens == batch_.attn[0].seq_lens[row], "request ", s.request_id,
              " continues at position ", s.num_computed_tokens, " but its row holds ",
-             batch_.attn.seq_lens[row], " tokens");
+             batch_.attn[0].seq_lens[row], " tokens");
   VLLM_CHECK(static_cast<int>(s.new_block_ids.size()) == num_groups_ &&
                  (s.num_null_blocks.empty() ||
                   static_cast<int>(s.num_null_blocks.size()) == num_groups_),
@@ -113,7 +115,7 @@ const ForwardBatch& InputBatch::prepare(const core::SchedulerOutput& out,
   for (int row = num_rows() - 1; row >= 0; --row) {
     if (sched_index_[row] >= 0) continue;
     Parked p;
-    p.seq_len = batch_.attn.seq_lens[row];
+    p.seq_len = batch_.attn[0].seq_lens[row];
     for (const BlockTable& t : tables_) {
       auto r = t.row(row);
       p.tables.emplace_back(r.begin(), r.end());
@@ -149,38 +151,48 @@ const ForwardBatch& InputBatch::prepare(const core::SchedulerOutput& out,
 void InputBatch::fill_tokens(const core::SchedulerOutput& out,
                              std::span<const int> prompt_logits_end) {
   ForwardBatch& b = batch_;
+  AttentionMeta& a0 = b.attn[0];
   b.token_ids.clear();
   b.positions.clear();
-  b.slot_mapping.clear();
+  for (auto& slots : b.slot_mappings) slots.clear();
   b.logits_indices.clear();
-  b.attn.query_start_loc.resize(1);
-  b.attn.max_blocks_per_seq = tables_[0].width();
+  a0.query_start_loc.resize(1);
   const int bs = block_size_;
   for (int row = 0; row < num_rows(); ++row) {
     const int k = sched_index_[row];
     const ScheduledRequest& s = out.scheduled[k];
     const int n = s.num_scheduled_tokens;
     const int first = s.num_computed_tokens, end = first + n;
-    const std::span<const int32_t> table = tables_[0].row(row);
     VLLM_CHECK(n > 0 && static_cast<int>(s.token_ids.size()) == n, "request ", s.request_id,
                " scheduled with ", n, " tokens and ", s.token_ids.size(), " token ids");
-    VLLM_CHECK(int64_t(end) <= int64_t(table.size()) * bs, "request ", s.request_id,
-               " reaches position ", end - 1, " past its ", table.size(), " blocks");
     const int start = static_cast<int>(b.token_ids.size());
     for (int i = 0; i < n; ++i) {
-      const int pos = first + i;
       b.token_ids.push_back(s.token_ids[i]);
-      b.positions.push_back(pos);
-      b.slot_mapping.push_back(table[pos / bs] * bs + pos % bs);
+      b.positions.push_back(first + i);
     }
-    b.attn.query_start_loc.push_back(start + n);
-    b.attn.seq_lens[row] = end;
+    for (int g = 0; g < num_groups_; ++g) {
+      const std::span<const int32_t> table = tables_[g].row(row);
+      VLLM_CHECK(int64_t(end) <= int64_t(table.size()) * bs, "request ", s.request_id,
+                 " reaches position ", end - 1, " past its ", table.size(), " blocks in group ",
+                 g);
+      std::vector<int32_t>& slots = b.slot_mappings[g];
+      for (int pos = first; pos < end; ++pos) slots.push_back(table[pos / bs] * bs + pos % bs);
+    }
+    a0.query_start_loc.push_back(start + n);
+    a0.seq_lens[row] = end;
     // Prompt logprobs need every prompt position of the chunk; sampling needs the last row.
     first_logits_row_[row] = static_cast<int>(b.logits_indices.size());
     if (!prompt_logits_end.empty())
       for (int i = 0; i < n && first + i < prompt_logits_end[k]; ++i)
         b.logits_indices.push_back(start + i);
     if (s.sample) b.logits_indices.push_back(start + n - 1);
+  }
+  for (int g = 0; g < num_groups_; ++g) {
+    AttentionMeta& a = b.attn[g];
+    a.max_blocks_per_seq = tables_[g].width();
+    if (g == 0) continue;
+    a.query_start_loc = a0.query_start_loc;
+    a.seq_lens = a0.seq_lens;
   }
 }
 

@@ -16,7 +16,7 @@ namespace vllm {
 class InputBatch {
  public:
   // num_groups: KV cache groups of the scheduler's block tables; the forward batch carries
-  // group 0's (the model has one group today).
+  // each group's slots and block tables.
   InputBatch(int num_groups, int block_size);
   InputBatch(const InputBatch&) = delete;  // the tables point into batch_
   InputBatch& operator=(const InputBatch&) = delete;
@@ -56,11 +56,11 @@ class InputBatch {
 
   int num_groups_;
   int block_size_;
-  // Persistent per row: attn.block_tables (group 0's rows) and attn.seq_lens (tokens with KV
-  // after the step). The per-token arrays are refilled each step.
+  // Persistent per row: attn[g].block_tables (BlockTable storage, so attn is never resized)
+  // and attn[0].seq_lens (tokens with KV after the step). The per-token arrays are refilled
+  // each step, and the other groups' query_start_loc and seq_lens copied from group 0.
   ForwardBatch batch_;
-  std::vector<std::vector<int32_t>> other_rows_;  // storage of groups 1.., never resized
-  std::vector<BlockTable> tables_;                // per group
+  std::vector<BlockTable> tables_;  // per group
   std::vector<std::string> row_ids_;
   std::unordered_map<std::string, int> row_of_;
   std::unordered_map<std::string, Parked> parked_;

@@ -11,7 +11,7 @@ ModelRunner::ModelRunner(const DecoderModel& model, int num_blocks, int block_si
     : model_(model),
       cache_(model.allocate_kv_cache(num_blocks, block_size)),
       eos_ids_(model.config().eos_token_ids),
-      inputs_(/*num_groups=*/1, block_size) {}
+      inputs_(static_cast<int>(model.kv_cache_groups().size()), block_size) {}
 
 void ModelRunner::add_request(const std::string& id, RunnerRequest request) {
   SamplerState sampler(request.params, request.prompt, request.seed);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <map>
 #include <numeric>
 #include <span>
 
@@ -73,6 +74,7 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
         fused_bytes += 64;  // alignment of each fused tensor
       }
   HostWeightArena arena(fused_bytes);
+  make_kv_cache_groups();
 
   layers_.reserve(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
@@ -161,16 +163,47 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
 Tensor DecoderModel::score(std::span<const int32_t> tokens) const {
   const int n = static_cast<int>(tokens.size());
   constexpr int kBlock = 16;
-  KvCache cache = allocate_kv_cache((n + kBlock - 1) / kBlock, kBlock);
-  std::vector<int32_t> table(cache.num_blocks), rows(n);
-  std::iota(table.begin(), table.end(), 0);
+  const int blocks = (n + kBlock - 1) / kBlock, groups = static_cast<int>(groups_.size());
+  KvCache cache = allocate_kv_cache(blocks * groups, kBlock);
+  std::vector<int32_t> rows(n);
   std::iota(rows.begin(), rows.end(), 0);
-  Tensor logits = forward(single_sequence_batch(tokens, 0, table, kBlock, rows), cache);
+  Tensor logits = forward(
+      single_sequence_batch(tokens, 0, single_sequence_tables(groups, blocks), kBlock, rows),
+      cache);
   return device_ == kCpu ? logits : logits.to(kCpu);
 }
 
+// vLLM's grouping: layers of equal cache spec (here: the window) share a group; with several
+// specs, each group holds as many layers as the rarest spec has, so that every group's blocks
+// cost the same bytes and one pool serves them all.
+void DecoderModel::make_kv_cache_groups() {
+  const ModelConfig& c = config_;
+  std::map<int, std::vector<int>> by_window;
+  for (int i = 0; i < c.num_layers; ++i) by_window[c.layers[i].sliding_window].push_back(i);
+  size_t size = c.num_layers;
+  for (const auto& [w, layers] : by_window) size = std::min(size, layers.size());
+  layer_group_.assign(c.num_layers, 0);
+  layer_slot_.assign(c.num_layers, 0);
+  // Full attention first, so that a model's group 0 is its global layers when it has any.
+  for (const auto& [w, layers] : by_window)
+    for (size_t first = 0; first < layers.size(); first += size) {
+      KvCacheGroup& g = groups_.emplace_back();
+      g.sliding_window = w;
+      for (size_t j = first; j < std::min(layers.size(), first + size); ++j) {
+        layer_group_[layers[j]] = static_cast<int>(groups_.size()) - 1;
+        layer_slot_[layers[j]] = static_cast<int>(j - first);
+        g.layers.push_back(layers[j]);
+      }
+    }
+  group_size_ = static_cast<int>(size);
+}
+
+int64_t DecoderModel::kv_bytes_per_layer_token() const {
+  return int64_t(2) * config_.kv_size() * dtype_info(kv_dtype()).block_bytes;
+}
+
 int64_t DecoderModel::kv_bytes_per_token() const {
-  return int64_t(2) * config_.num_layers * config_.kv_size() * dtype_info(kv_dtype()).block_bytes;
+  return group_size_ * kv_bytes_per_layer_token();
 }
 
 int64_t DecoderModel::activation_bytes(int64_t tokens, int64_t logits_rows,
@@ -194,11 +227,16 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {
   KvCache cache;
   cache.num_blocks = num_blocks;
   cache.block_size = block_size;
+  // One K and one V buffer per place in a group, shared by the layers at that place.
   // Uninitialised: attention only reads slots written before, and untouched pages cost no RSS.
-  for (int i = 0; i < config_.num_layers; ++i) {
-    for (auto* side : {&cache.k, &cache.v})
+  std::vector<Tensor> k, v;
+  for (int j = 0; j < group_size_; ++j)
+    for (auto* side : {&k, &v})
       side->push_back(Tensor::empty(
           {num_blocks, block_size, config_.num_kv_heads, config_.head_dim}, kv_dtype(), device_));
+  for (int i = 0; i < config_.num_layers; ++i) {
+    cache.k.push_back(k[layer_slot_[i]]);
+    cache.v.push_back(v[layer_slot_[i]]);
   }
   return cache;
 }
@@ -207,34 +245,46 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens();
   VLLM_CHECK(T > 0, "empty batch");
-  VLLM_CHECK(batch.positions.size() == size_t(T) && batch.slot_mapping.size() == size_t(T),
-             "batch arrays disagree in length");
+  VLLM_CHECK(batch.positions.size() == size_t(T), "batch arrays disagree in length");
+  VLLM_CHECK(batch.num_groups() == static_cast<int>(groups_.size()) &&
+                 batch.slot_mappings.size() == groups_.size(),
+             "batch for ", batch.num_groups(), " KV cache groups, the model has ", groups_.size());
   for (int32_t id : batch.token_ids)
     VLLM_CHECK(id >= 0 && id < c.vocab_size, "token id ", id, " outside vocab of ", c.vocab_size);
   const int64_t num_slots = int64_t(cache.num_blocks) * cache.block_size;
-  for (int32_t s : batch.slot_mapping)
-    VLLM_CHECK(s < num_slots, "slot ", s, " beyond cache of ", num_slots);
+  for (const auto& slots : batch.slot_mappings) {
+    VLLM_CHECK(slots.size() == size_t(T), "batch arrays disagree in length");
+    for (int32_t s : slots) VLLM_CHECK(s < num_slots, "slot ", s, " beyond cache of ", num_slots);
+  }
   if (device_.kind == DeviceKind::Cpu) {
     StepInputs in;
     in.ids = host_i32(batch.token_ids);
     in.positions = host_i32(batch.positions);
-    in.slots = host_i32(batch.slot_mapping);
     in.rows_wanted = host_i32(batch.logits_indices);
-    in.meta = &batch.attn;
+    for (int g = 0; g < batch.num_groups(); ++g) {
+      in.slots.push_back(host_i32(batch.slot_mappings[g]));
+      in.meta.push_back(&batch.attn[g]);
+    }
     return compute(in, cache);
   }
   if (auto logits = forward_graph(batch, cache)) return *logits;
-  AttentionMeta meta;
+  std::vector<AttentionMeta> meta;
   const StepInputs in = upload_inputs(batch, meta, Tensor());
   return compute(in, cache);
 }
 
 DecoderModel::StepInputs DecoderModel::upload_inputs(const ForwardBatch& batch,
-                                                     AttentionMeta& meta, Tensor buffer) const {
-  const AttentionMeta& a = batch.attn;
-  const std::vector<const std::vector<int32_t>*> parts = {
-      &batch.token_ids,   &batch.positions, &batch.slot_mapping, &batch.logits_indices,
-      &a.query_start_loc, &a.seq_lens,      &a.block_tables};
+                                                     std::vector<AttentionMeta>& meta,
+                                                     Tensor buffer) const {
+  // Token arrays, then per group: slots, query_start_loc, seq_lens, block tables.
+  std::vector<const std::vector<int32_t>*> parts = {&batch.token_ids, &batch.positions,
+                                                    &batch.logits_indices};
+  for (int g = 0; g < batch.num_groups(); ++g) {
+    const AttentionMeta& a = batch.attn[g];
+    for (const auto* p : {&batch.slot_mappings[g], &a.query_start_loc, &a.seq_lens,
+                          &a.block_tables})
+      parts.push_back(p);
+  }
   std::vector<int32_t> packed;
   for (const auto* p : parts) packed.insert(packed.end(), p->begin(), p->end());
   if (!buffer.defined()) buffer = Tensor::empty({int64_t(packed.size())}, DType::I32, device_);
@@ -246,11 +296,17 @@ DecoderModel::StepInputs DecoderModel::upload_inputs(const ForwardBatch& batch,
     views.push_back(buffer.narrow(off, static_cast<int64_t>(p->size())));
     off += static_cast<int64_t>(p->size());
   }
-  meta = a;
-  meta.device_query_start_loc = views[4];
-  meta.device_seq_lens = views[5];
-  meta.device_block_tables = views[6];
-  return StepInputs{views[0], views[1], views[2], views[3], &meta};
+  StepInputs in{views[0], views[1], views[2], {}, {}};
+  meta.assign(batch.attn.begin(), batch.attn.end());
+  for (int g = 0; g < batch.num_groups(); ++g) {
+    const Tensor* v = &views[3 + 4 * g];
+    in.slots.push_back(v[0]);
+    meta[g].device_query_start_loc = v[1];
+    meta[g].device_seq_lens = v[2];
+    meta[g].device_block_tables = v[3];
+  }
+  for (const AttentionMeta& m : meta) in.meta.push_back(&m);
+  return in;
 }
 
 // The activations of one step, [T, ...]: `residual` is the running stream, `h` the normed
@@ -298,11 +354,13 @@ void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, 
   const float eps = static_cast<float>(c.rms_norm_eps);
   Tensor& k_cache = cache.k[i];
   Tensor& v_cache = cache.v[i];
+  const Tensor& slots = in.slots[layer_group_[i]];
+  const AttentionMeta& meta = *in.meta[layer_group_[i]];
   Tensor q = s.qkv.slice(1, 0, c.q_size()).split_last(c.num_heads);
   const bool pre_norm = L.attn_norm.defined();
   if (pre_norm && spec.qk_norm == QkNorm::kNone) {  // one fused front-end where there is one
     L.qkv.normed_rope_cache(s.residual, L.attn_norm, eps, s.h, s.qkv, c.num_heads, in.positions,
-                            L.rope, k_cache, v_cache, in.slots);
+                            L.rope, k_cache, v_cache, slots);
   } else {
     if (pre_norm) L.qkv.normed(s.residual, L.attn_norm, eps, s.h, s.qkv);
     else L.qkv(s.residual, s.qkv);
@@ -316,9 +374,9 @@ void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, 
       rms_norm(qw, L.q_norm, eps, qw);
       rms_norm(kw, L.k_norm, eps, kw);
     }
-    rope_and_cache(heads.qk, in.positions, L.rope, heads.k, heads.v, k_cache, v_cache, in.slots);
+    rope_and_cache(heads.qk, in.positions, L.rope, heads.k, heads.v, k_cache, v_cache, slots);
   }
-  paged_attention(q, k_cache, v_cache, *in.meta, c.softmax_scale(), spec.sliding_window, s.attn);
+  paged_attention(q, k_cache, v_cache, meta, c.softmax_scale(), spec.sliding_window, s.attn);
   add_block_output(L.o, s.attn.merge_last(), L.attn_post_norm, s.block_out, s.residual);
 }
 

@@ -25,7 +25,11 @@ class DecoderModel {
   // The cache dtype: f16 for GGUF models (llama.cpp's default); otherwise f32 on the CPU and,
   // on CUDA, the weights' own type (bf16 / f16 / f32).
   DType kv_dtype() const { return kv_dtype_; }
+  // Bytes behind one token of one block id: the layers of one group (see KvCacheGroup).
   int64_t kv_bytes_per_token() const;
+  int64_t kv_bytes_per_layer_token() const;  // K + V of one layer
+  // The KV cache groups (vLLM's): layers with the same window share one block table.
+  const std::vector<KvCacheGroup>& kv_cache_groups() const { return groups_; }
   // Bytes forward() allocates for a step of `tokens` tokens and `logits_rows` logits rows: the
   // f32 activations, the rows and logits, and the 16-bit copies of matmul inputs that
   // cuBLASLt takes on a GPU: one at a time from the pool, or, when freed pieces are not reused
@@ -44,14 +48,16 @@ class DecoderModel {
   Tensor score(std::span<const int32_t> tokens) const;
 
  private:
-  // One step's integer inputs where the kernels read them.
+  // One step's integer inputs where the kernels read them; slots and meta per KV cache group.
   struct StepInputs {
-    Tensor ids, positions, slots, rows_wanted;
-    const AttentionMeta* meta = nullptr;
+    Tensor ids, positions, rows_wanted;
+    std::vector<Tensor> slots;
+    std::vector<const AttentionMeta*> meta;
   };
   // Copies the batch's arrays into `buffer` (a new one when undefined) in one transfer; `meta`
-  // receives the attention metadata with its device views.
-  StepInputs upload_inputs(const ForwardBatch& batch, AttentionMeta& meta, Tensor buffer) const;
+  // receives each group's attention metadata with its device views.
+  StepInputs upload_inputs(const ForwardBatch& batch, std::vector<AttentionMeta>& meta,
+                           Tensor buffer) const;
   // The forward itself: kernels only, no host synchronisation, so a GPU can capture it.
   Tensor compute(const StepInputs& in, KvCache& cache) const;
   // Pure decode steps of up to kMaxGraphTokens sequences through captured graphs
@@ -80,9 +86,14 @@ class DecoderModel {
   void add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,
                         Tensor& product, Tensor& residual) const;
 
+  void make_kv_cache_groups();
+
   ModelConfig config_;
   Device device_;
   DType kv_dtype_ = DType::F32;
+  std::vector<KvCacheGroup> groups_;
+  std::vector<int> layer_group_, layer_slot_;  // per layer: its group, its place there
+  int group_size_ = 0;                         // layers per group (the largest)
   Tensor embed_tokens;  // [vocab, hidden], stored dtype
   Tensor final_norm;
   Tensor lm_head;       // [vocab, hidden]; the embedding when tied

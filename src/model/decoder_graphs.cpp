@@ -2,6 +2,7 @@
 // T (1, 2, 4, ... 256) and of the block-table width (16, 32, ...), and replays the graph of
 // that bucket, captured on first use and kept in the KvCache it writes into. The graph reads its inputs from a persistent
 // buffer and keeps its activations in the backend's step arena, so its addresses hold.
+#include <algorithm>
 #include <numeric>
 
 #include "model/decoder.h"
@@ -36,7 +37,7 @@ int64_t DecoderModel::graph_arena_bytes() const {
 
 struct DecoderModel::Graph {
   Tensor inputs;  // persistent device buffer the graph reads its step inputs from
-  AttentionMeta meta;
+  std::vector<AttentionMeta> meta;  // per KV cache group
   std::shared_ptr<void> exec;
   Tensor logits;  // [bucket, vocab] in the step arena, rewritten by each replay
 };
@@ -44,7 +45,7 @@ struct DecoderModel::Graph {
 std::optional<Tensor> DecoderModel::forward_graph(const ForwardBatch& batch,
                                                   KvCache& cache) const {
   Backend& be = backend_for(device_);
-  const AttentionMeta& a = batch.attn;
+  const AttentionMeta& a = batch.attn[0];
   const int T = batch.num_tokens();
   if (enforce_eager_ || !be.supports_graphs() || T > kMaxGraphTokens || a.num_seqs() != T ||
       static_cast<int>(batch.logits_indices.size()) != T)
@@ -53,34 +54,43 @@ std::optional<Tensor> DecoderModel::forward_graph(const ForwardBatch& batch,
     if (a.query_start_loc[i] != i || batch.logits_indices[i] != i) return std::nullopt;
 
   // The padded step: extra sequences of one token write no KV (slot -1) and are not read.
+  // Every group's tables are padded to one width, the bucket of the widest.
   const int tokens = bucket(T, 1);
-  const int width = bucket(a.max_blocks_per_seq, 16);
+  int widest = 0;
+  for (const AttentionMeta& g : batch.attn) widest = std::max(widest, g.max_blocks_per_seq);
+  const int width = bucket(widest, 16);
   ForwardBatch p;
   p.token_ids = batch.token_ids;
   p.token_ids.resize(tokens, 0);
   p.positions = batch.positions;
   p.positions.resize(tokens, 0);
-  p.slot_mapping = batch.slot_mapping;
-  p.slot_mapping.resize(tokens, -1);
   p.logits_indices.resize(tokens);
   std::iota(p.logits_indices.begin(), p.logits_indices.end(), 0);
-  p.attn.query_start_loc.resize(tokens + 1);
-  std::iota(p.attn.query_start_loc.begin(), p.attn.query_start_loc.end(), 0);
-  p.attn.seq_lens = a.seq_lens;
-  p.attn.seq_lens.resize(tokens, 1);
-  p.attn.max_blocks_per_seq = width;
-  p.attn.block_tables.assign(size_t(tokens) * width, 0);
-  for (int s = 0; s < T; ++s)
-    std::copy_n(a.block_tables.begin() + size_t(s) * a.max_blocks_per_seq, a.max_blocks_per_seq,
-                p.attn.block_tables.begin() + size_t(s) * width);
-  p.attn.max_seq_len_bound = width * cache.block_size;
+  for (int g = 0; g < batch.num_groups(); ++g) {
+    const AttentionMeta& ga = batch.attn[g];
+    p.slot_mappings.push_back(batch.slot_mappings[g]);
+    p.slot_mappings.back().resize(tokens, -1);
+    AttentionMeta& pa = p.attn.emplace_back();
+    pa.query_start_loc.resize(tokens + 1);
+    std::iota(pa.query_start_loc.begin(), pa.query_start_loc.end(), 0);
+    pa.seq_lens = ga.seq_lens;
+    pa.seq_lens.resize(tokens, 1);
+    pa.max_blocks_per_seq = width;
+    pa.block_tables.assign(size_t(tokens) * width, 0);
+    for (int s = 0; s < T; ++s)
+      std::copy_n(ga.block_tables.begin() + size_t(s) * ga.max_blocks_per_seq,
+                  ga.max_blocks_per_seq, pa.block_tables.begin() + size_t(s) * width);
+    pa.max_seq_len_bound = width * cache.block_size;
+  }
 
   std::shared_ptr<void>& slot = cache.graphs[{tokens, width}];
   auto g = std::static_pointer_cast<Graph>(slot);
   if (!g) {
     auto fresh = std::make_shared<Graph>();
-    const size_t packed = p.token_ids.size() * 4 + p.attn.query_start_loc.size() +
-                          p.attn.seq_lens.size() + p.attn.block_tables.size();
+    size_t packed = p.token_ids.size() * 3;  // ids, positions, logits rows
+    for (int g = 0; g < p.num_groups(); ++g)
+      packed += p.slot_mappings[g].size() + p.attn[g].query_start_loc.size() +
+                p.attn[g].seq_lens.size() + p.attn[g].block_tables.size();
     fresh->inputs = Tensor::empty({int64_t(packed)}, DType::I32, device_);
     const StepInputs in = upload_inputs(p, fresh->meta, fresh->inputs);
     // The arena is sized once for the largest bucket: it cannot move under live graphs.

@@ -11,15 +11,14 @@ namespace vllm {
 Generator::Generator(const DecoderModel& model, int max_model_len, int block_size)
     : model_(model), max_model_len_(max_model_len), block_size_(block_size) {
   const int num_blocks = (max_model_len + block_size - 1) / block_size;
-  cache_ = model.allocate_kv_cache(num_blocks, block_size);
-  block_table_.resize(num_blocks);
-  // One sequence owns the cache; reversed ids keep the block table non-trivial.
-  std::iota(block_table_.rbegin(), block_table_.rend(), 0);
+  const int groups = static_cast<int>(model.kv_cache_groups().size());
+  cache_ = model.allocate_kv_cache(num_blocks * groups, block_size);
+  block_tables_ = single_sequence_tables(groups, num_blocks);
 }
 
 Tensor Generator::run(const std::vector<int32_t>& seq, int start, int n) {
   const ForwardBatch b = single_sequence_batch(std::span<const int32_t>(seq).subspan(start, n),
-                                               start, block_table_, block_size_, {n - 1});
+                                               start, block_tables_, block_size_, {n - 1});
   return model_.forward(b, cache_);
 }
 

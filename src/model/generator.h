@@ -43,7 +43,7 @@ class Generator {
   int max_model_len_;
   int block_size_;
   KvCache cache_;
-  std::vector<int32_t> block_table_;
+  std::vector<std::vector<int32_t>> block_tables_;  // per KV cache group
 };
 
 }  // namespace vllm

@@ -30,7 +30,7 @@ KvCacheConfig full_config(int block_size, int num_blocks, bool caching = true) {
 
 KvCacheGroupSpec sliding(int window) {
   KvCacheGroupSpec s;
-  s.kind = AttentionKind::kSlidingWindow;
+  s.policy = KvPolicy::kSlidingWindow;
   s.sliding_window = window;
   return s;
 }
@@ -274,7 +274,7 @@ TEST(KvCapacity, BlocksForBudgetAndMaxConcurrency) {
 
   KvCacheConfig c = full_config(16, 513);
   c.groups[0].num_layers = 32;
-  c.groups[0].bytes_per_token = 2 * 8 * 128 * 2;
+  c.groups[0].layout.bytes_per_token = 2 * 8 * 128 * 2;
   EXPECT_EQ(kv_bytes_per_block(c), per_token * 16);
   KvCapacity cap = check_kv_capacity(c, 4096, 2048);
   EXPECT_EQ(cap.num_tokens, 8192);

@@ -471,7 +471,7 @@ TEST(Scheduler, PreemptedInTheSameStepLeavesNoUncomputedBlocksCached) {
 // to the table of the previous step give the manager's table exactly.
 TEST(Scheduler, SlidingWindowRunningRequestsReportNulledBlocks) {
   KvCacheConfig kv = kv_config(4, 17);  // blocks 1..16
-  kv.groups = {KvCacheGroupSpec{AttentionKind::kSlidingWindow, 8, 1, 64}};
+  kv.groups = {KvCacheGroupSpec{KvPolicy::kSlidingWindow, 8, 1, {64}}};
   Scheduler s(sched_config(256, 64), kv);
   s.add_request(make("a", 10, 1, 30));
   Step s1 = step(s);

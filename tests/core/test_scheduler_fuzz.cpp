@@ -83,7 +83,7 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, FuzzTotals* totals) {
   kc.num_blocks = fc.num_blocks;
   if (fc.hybrid) {
     KvCacheGroupSpec sw;
-    sw.kind = AttentionKind::kSlidingWindow;
+    sw.policy = KvPolicy::kSlidingWindow;
     sw.sliding_window = 6;
     kc.groups = {KvCacheGroupSpec{}, sw};
   }

@@ -336,6 +336,75 @@ TEST(SlidingWindowEngine, ReleasesBlocksAndMatchesFullCache) {
   EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
 }
 
+// Gemma-3 (sliding, global, sliding; window 8): one KV cache group per layer kind. The windowed
+// groups hold at most window / block_size + 1 blocks per sequence however long it grows, the
+// global group holds them all, and the tokens are the full-cache driver's.
+TEST(HybridEngine, WindowedGroupsHoldOnlyTheWindow) {
+  LoadedModel m = load_model("fixtures/tiny/gemma3");
+  const auto& groups = m.model->kv_cache_groups();
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].sliding_window, 0);
+  EXPECT_EQ(groups[0].layers, std::vector<int>{1});
+  EXPECT_EQ(groups[1].sliding_window, 8);
+  const std::vector<int32_t> prompt = {5, 9, 200, 31, 77, 12, 140, 3, 66, 90, 18, 250};
+  Generator gen(*m.model, 256);
+  GenerateOptions opts;
+  opts.max_tokens = 100;
+  opts.ignore_eos = true;
+  const auto want = gen.generate(prompt, opts);
+
+  EngineConfig cfg;
+  cfg.block_size = 4;
+  cfg.max_model_len = 128;
+  EngineCore core(*m.model, nullptr, cfg);
+  core.add_request("a", prompt, greedy(100));
+  std::vector<int32_t> got;
+  int most_windowed = 0, most_global = 0;
+  while (core.has_unfinished()) {
+    for (const auto& o : core.step()) got.insert(got.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    const auto tables = core.kv_cache_manager().get_block_ids("a");
+    for (size_t g = 0; g < tables.size(); ++g) {
+      const int live = static_cast<int>(std::count_if(
+          tables[g].begin(), tables[g].end(), [](int id) { return id != core::kNullBlockId; }));
+      (groups[g].sliding_window ? most_windowed : most_global) =
+          std::max(live, groups[g].sliding_window ? most_windowed : most_global);
+    }
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_LE(most_windowed, 8 / cfg.block_size + 1);
+  EXPECT_EQ(most_global, 28);  // 112 tokens in blocks of 4
+  EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
+}
+
+// Prefix caching across the groups of a hybrid model: a second request with the same long
+// prefix hits in every group (the windowed ones need only the window before the hit point)
+// and still gives the tokens of a run without the cache.
+TEST(HybridEngine, PrefixCacheHitsAcrossGroups) {
+  LoadedModel m = load_model("fixtures/tiny/gemma3");
+  std::vector<int32_t> prefix;
+  for (int i = 0; i < 40; ++i) prefix.push_back(3 + (i * 37) % 380);
+  std::vector<int32_t> second = prefix;
+  second.insert(second.end(), {7, 8, 9});
+  EngineConfig cfg;
+  cfg.block_size = 4;
+  cfg.max_model_len = 128;
+  std::vector<int32_t> want;
+  {
+    EngineConfig no_cache = cfg;
+    no_cache.enable_prefix_caching = false;
+    EngineCore ref(*m.model, nullptr, no_cache);
+    ref.add_request("b", second, greedy(20));
+    want = run_all(ref)["b/0"].tokens;
+  }
+  EngineCore core(*m.model, nullptr, cfg);
+  core.add_request("a", prefix, greedy(4));
+  run_all(core);
+  const int64_t hits_before = core.stats().prefix_cache_hits;
+  core.add_request("b", second, greedy(20));
+  EXPECT_EQ(run_all(core)["b/0"].tokens, want);
+  EXPECT_GE(core.stats().prefix_cache_hits - hits_before, 40);  // the prefix's 10 blocks
+}
+
 // The engine on CUDA (f32 tiny checkpoint: f32 weights and KV, so CPU and GPU agree to ~1e-6)
 // gives the CPU's greedy tokens for 13 concurrent requests of mixed lengths under memory
 // pressure: chunked prefill, preemption, decode steps replayed from padded CUDA graphs (13

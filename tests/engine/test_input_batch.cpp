@@ -70,11 +70,11 @@ TEST(InputBatch, RowsPersistAndCondenseOnRemoval) {
                                               fresh("b", 0, 3, {{3}}, true),
                                               fresh("c", 0, 5, {{4, 5}}, true)}));
   ASSERT_EQ(ib.num_rows(), 3);
-  EXPECT_EQ(b1.attn.max_blocks_per_seq, 2);
-  EXPECT_EQ(b1.attn.block_tables, (I32{1, 2, 3, 0, 4, 5}));
-  EXPECT_EQ(b1.attn.seq_lens, (I32{6, 3, 5}));
-  EXPECT_EQ(b1.attn.query_start_loc, (I32{0, 6, 9, 14}));
-  EXPECT_EQ(b1.slot_mapping, (I32{4, 5, 6, 7, 8, 9, 12, 13, 14, 16, 17, 18, 19, 20}));
+  EXPECT_EQ(b1.attn[0].max_blocks_per_seq, 2);
+  EXPECT_EQ(b1.attn[0].block_tables, (I32{1, 2, 3, 0, 4, 5}));
+  EXPECT_EQ(b1.attn[0].seq_lens, (I32{6, 3, 5}));
+  EXPECT_EQ(b1.attn[0].query_start_loc, (I32{0, 6, 9, 14}));
+  EXPECT_EQ(b1.slot_mappings[0], (I32{4, 5, 6, 7, 8, 9, 12, 13, 14, 16, 17, 18, 19, 20}));
   EXPECT_EQ(b1.logits_indices, (I32{8, 13}));  // "a" is mid-prefill: no logits
   EXPECT_EQ(ib.first_logits_row(1), 0);
   EXPECT_EQ(ib.first_logits_row(2), 1);
@@ -85,12 +85,12 @@ TEST(InputBatch, RowsPersistAndCondenseOnRemoval) {
   ASSERT_EQ(ib.num_rows(), 2);
   EXPECT_EQ(ib.request_id(0), "a");
   EXPECT_EQ(ib.request_id(1), "c");
-  EXPECT_EQ(b2.attn.max_blocks_per_seq, 4);
-  EXPECT_EQ(b2.attn.block_tables, (I32{1, 2, 6, 0, 4, 5, 0, 0}));
-  EXPECT_EQ(b2.attn.seq_lens, (I32{9, 6}));
+  EXPECT_EQ(b2.attn[0].max_blocks_per_seq, 4);
+  EXPECT_EQ(b2.attn[0].block_tables, (I32{1, 2, 6, 0, 4, 5, 0, 0}));
+  EXPECT_EQ(b2.attn[0].seq_lens, (I32{9, 6}));
   EXPECT_EQ(b2.token_ids, (I32{106, 107, 108, 105}));
   EXPECT_EQ(b2.positions, (I32{6, 7, 8, 5}));
-  EXPECT_EQ(b2.slot_mapping, (I32{10, 11, 24, 21}));
+  EXPECT_EQ(b2.slot_mappings[0], (I32{10, 11, 24, 21}));
   EXPECT_EQ(b2.logits_indices, (I32{2, 3}));
 
   // Rows keep their place whatever the scheduled order; scheduled_index maps back.
@@ -101,12 +101,12 @@ TEST(InputBatch, RowsPersistAndCondenseOnRemoval) {
   EXPECT_EQ(ib.scheduled_index(1), 0);  // "c"
   EXPECT_EQ(ib.scheduled_index(2), 2);  // "d"
   EXPECT_EQ(b3.token_ids, (I32{109, 106, 100, 101}));
-  EXPECT_EQ(b3.attn.block_tables, (I32{1, 2, 6, 0, 4, 5, 0, 0, 7, 0, 0, 0}));
+  EXPECT_EQ(b3.attn[0].block_tables, (I32{1, 2, 6, 0, 4, 5, 0, 0, 7, 0, 0, 0}));
 
   // Preempting the first row moves the last ("d") there, its zero padding with it.
   ib.prepare(output({running("c", 7, 1, {{}}), running("d", 2, 1, {{}})}, {}, {"a"}));
   EXPECT_EQ(ib.request_id(0), "d");
-  EXPECT_EQ(ib.batch().attn.block_tables, (I32{7, 0, 0, 0, 4, 5, 0, 0}));
+  EXPECT_EQ(ib.batch().attn[0].block_tables, (I32{7, 0, 0, 0, 4, 5, 0, 0}));
   EXPECT_EQ(ib.block_ids("a"), Tables{});
 }
 
@@ -119,16 +119,16 @@ TEST(InputBatch, ParksRunningRequestsLeftOutOfAStep) {
   EXPECT_EQ(ib.num_rows(), 1);
   EXPECT_EQ(ib.num_parked(), 1);
   EXPECT_EQ(ib.block_ids("b"), (Tables{{2, 3}}));
-  EXPECT_EQ(b2.attn.block_tables, (I32{1, 4}));
-  EXPECT_EQ(b2.attn.seq_lens, (I32{5}));
+  EXPECT_EQ(b2.attn[0].block_tables, (I32{1, 4}));
+  EXPECT_EQ(b2.attn[0].seq_lens, (I32{5}));
 
   const ForwardBatch& b3 =
       ib.prepare(output({running("a", 5, 1, {{}}), running("b", 6, 3, {{5}})}));
   EXPECT_EQ(ib.num_parked(), 0);
   EXPECT_EQ(ib.request_id(1), "b");
   EXPECT_EQ(ib.block_ids("b"), (Tables{{2, 3, 5}}));
-  EXPECT_EQ(b3.attn.seq_lens, (I32{6, 9}));
-  EXPECT_EQ(b3.slot_mapping, (I32{17, 14, 15, 20}));
+  EXPECT_EQ(b3.attn[0].seq_lens, (I32{6, 9}));
+  EXPECT_EQ(b3.slot_mappings[0], (I32{17, 14, 15, 20}));
 
   // Parked, then preempted or finished: forgotten without coming back.
   ib.prepare(output({running("a", 6, 1, {{}})}));
@@ -148,7 +148,10 @@ TEST(InputBatch, SlidingWindowNullsAndSecondGroup) {
   ib.prepare(output({fresh("a", 8, 2, {{1, 2, 3}, {0, 4, 5}}, true)}));
   ib.prepare(output({running("a", 10, 3, {{6}, {7}}, {0, 2})}));
   EXPECT_EQ(ib.block_ids("a"), (Tables{{1, 2, 3, 6}, {0, 0, 5, 7}}));
-  EXPECT_EQ(ib.batch().attn.block_tables, (I32{1, 2, 3, 6}));  // the model's group
+  EXPECT_EQ(ib.batch().attn[0].block_tables, (I32{1, 2, 3, 6}));
+  EXPECT_EQ(ib.batch().attn[1].block_tables, (I32{0, 0, 5, 7}));
+  EXPECT_EQ(ib.batch().slot_mappings[0], (I32{14, 15, 24}));  // positions 10-12
+  EXPECT_EQ(ib.batch().slot_mappings[1], (I32{22, 23, 28}));
   ib.prepare(output({running("a", 13, 1, {{}, {}}, {0, 3})}));
   EXPECT_EQ(ib.block_ids("a"), (Tables{{1, 2, 3, 6}, {0, 0, 0, 7}}));
 }

@@ -42,11 +42,18 @@ void check_batch(Scheduler& s, const SchedulerOutput& out, const InputBatch& ib,
                  const ForwardBatch& b, int block_size) {
   const int rows = ib.num_rows();
   ASSERT_EQ(rows, static_cast<int>(out.scheduled.size()));
-  const int width = b.attn.max_blocks_per_seq;
-  ASSERT_EQ(b.attn.block_tables.size(), static_cast<size_t>(rows) * width);
-  ASSERT_EQ(b.attn.seq_lens.size(), static_cast<size_t>(rows));
-  ASSERT_EQ(b.attn.query_start_loc.size(), static_cast<size_t>(rows) + 1);
-  ASSERT_EQ(b.attn.query_start_loc[rows], out.total_num_scheduled_tokens);
+  const int groups = s.kv_cache_manager().num_groups();
+  ASSERT_EQ(b.num_groups(), groups);
+  ASSERT_EQ(b.slot_mappings.size(), static_cast<size_t>(groups));
+  for (int g = 0; g < groups; ++g) {
+    ASSERT_EQ(b.attn[g].block_tables.size(), static_cast<size_t>(rows) * b.attn[g].max_blocks_per_seq);
+    ASSERT_EQ(b.attn[g].seq_lens, b.attn[0].seq_lens);
+    ASSERT_EQ(b.attn[g].query_start_loc, b.attn[0].query_start_loc);
+    ASSERT_EQ(b.slot_mappings[g].size(), b.token_ids.size());
+  }
+  ASSERT_EQ(b.attn[0].seq_lens.size(), static_cast<size_t>(rows));
+  ASSERT_EQ(b.attn[0].query_start_loc.size(), static_cast<size_t>(rows) + 1);
+  ASSERT_EQ(b.attn[0].query_start_loc[rows], out.total_num_scheduled_tokens);
   std::set<int> seen;
   int num_sampled = 0;
   for (int row = 0; row < rows; ++row) {
@@ -57,23 +64,27 @@ void check_batch(Scheduler& s, const SchedulerOutput& out, const InputBatch& ib,
     // Kept from edits only, the tables equal the manager's in every group.
     const auto tables = s.kv_cache_manager().get_block_ids(sr.request_id);
     ASSERT_EQ(ib.block_ids(sr.request_id), tables) << sr.request_id;
-    const auto& t = tables[0];
-    ASSERT_LE(static_cast<int>(t.size()), width);
-    std::vector<int32_t> padded(t.begin(), t.end());
-    padded.resize(width, kNullBlockId);
-    ASSERT_EQ(std::vector<int32_t>(b.attn.block_tables.begin() + int64_t(row) * width,
-                                   b.attn.block_tables.begin() + int64_t(row + 1) * width),
-              padded)
-        << sr.request_id;
-    const int q0 = b.attn.query_start_loc[row], q1 = b.attn.query_start_loc[row + 1];
+    const int q0 = b.attn[0].query_start_loc[row], q1 = b.attn[0].query_start_loc[row + 1];
     ASSERT_EQ(q1 - q0, sr.num_scheduled_tokens);
-    ASSERT_EQ(b.attn.seq_lens[row], sr.num_computed_tokens + sr.num_scheduled_tokens);
-    const auto slots = compute_slot_mapping(t, sr.num_computed_tokens, sr.num_scheduled_tokens,
-                                            block_size);
+    ASSERT_EQ(b.attn[0].seq_lens[row], sr.num_computed_tokens + sr.num_scheduled_tokens);
     for (int i = 0; i < sr.num_scheduled_tokens; ++i) {
       ASSERT_EQ(b.token_ids[q0 + i], sr.token_ids[i]);
       ASSERT_EQ(b.positions[q0 + i], sr.num_computed_tokens + i);
-      ASSERT_EQ(b.slot_mapping[q0 + i], slots[i]);
+    }
+    for (int g = 0; g < groups; ++g) {  // each group's table row and slots
+      const auto& t = tables[g];
+      const int width = b.attn[g].max_blocks_per_seq;
+      ASSERT_LE(static_cast<int>(t.size()), width);
+      std::vector<int32_t> padded(t.begin(), t.end());
+      padded.resize(width, kNullBlockId);
+      ASSERT_EQ(std::vector<int32_t>(b.attn[g].block_tables.begin() + int64_t(row) * width,
+                                     b.attn[g].block_tables.begin() + int64_t(row + 1) * width),
+                padded)
+          << sr.request_id << " group " << g;
+      const auto slots = compute_slot_mapping(t, sr.num_computed_tokens, sr.num_scheduled_tokens,
+                                              block_size);
+      for (int i = 0; i < sr.num_scheduled_tokens; ++i)
+        ASSERT_EQ(b.slot_mappings[g][q0 + i], slots[i]) << "group " << g;
     }
     if (sr.sample) {
       ++num_sampled;
@@ -95,7 +106,7 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, Totals* totals) {
   kc.block_size = fc.block_size;
   kc.num_blocks = fc.num_blocks;
   KvCacheGroupSpec window;
-  window.kind = AttentionKind::kSlidingWindow;
+  window.policy = KvPolicy::kSlidingWindow;
   window.sliding_window = 6;
   if (fc.groups == Groups::kWindow) kc.groups = {window};
   if (fc.groups == Groups::kHybrid) kc.groups = {KvCacheGroupSpec{}, window};
@@ -135,7 +146,7 @@ void run_fuzz(const FuzzCase& fc, uint32_t seed, Totals* totals) {
       }
     }
     totals->steps_with_parked += ib.num_parked() > 0;
-    totals->width_max = std::max<int64_t>(totals->width_max, b.attn.max_blocks_per_seq);
+    totals->width_max = std::max<int64_t>(totals->width_max, b.attn[0].max_blocks_per_seq);
 
     std::unordered_map<std::string, std::vector<int>> sampled;
     for (const ScheduledRequest& sr : out.scheduled) {
