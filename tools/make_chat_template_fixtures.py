@@ -128,6 +128,36 @@ NULLABLE_TOOL = {"type": "function", "function": {
         "key": {"type": ["string", "null"], "description": "Key or null"}}}}}
 
 
+# Keys out of sorted order at every level, as clients send them ("type" before "properties"
+# before "required", "zeta" before "alpha"): prompts must keep this order, as Python dicts do.
+FLIGHT_TOOL = {"type": "function", "function": {
+    "name": "book_flight",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "zeta": {"type": "string", "description": "Destination airport"},
+            "alpha": {"type": "integer", "minimum": 1, "description": "Passengers"},
+            "mid": {"type": "object", "description": "Seat preferences",
+                    "properties": {"window": {"type": "boolean"},
+                                   "meal": {"type": "string", "enum": ["veg", "any"]}},
+                    "required": ["window"]},
+            "dates": {"type": "array", "items": {"type": "string", "format": "date"}},
+        },
+        "required": ["zeta", "alpha"],
+        "additionalProperties": False,
+    },
+    "description": "Book a flight.",
+}}
+CANCEL_TOOL = {"function": {"name": "cancel_booking", "description": "Cancel a booking.",
+                            "parameters": {"type": "object",
+                                           "properties": {"ref": {"type": "string"}},
+                                           "required": ["ref"]}},
+               "type": "function"}
+ORDER_TOOLS = [FLIGHT_TOOL, CANCEL_TOOL]
+FLIGHT_ARGS = {"zeta": "LHR", "alpha": 2, "mid": {"window": True, "meal": "veg"},
+               "dates": ["2025-01-02"]}
+
+
 def tool_call(call_id, name, arguments):
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
@@ -144,6 +174,8 @@ def conversations():
                    "content": "{\"temperature\": 22, \"sky\": \"clear\"}"}
     weather_q = {"role": "user", "content": "What's the weather in Paris?"}
     final = {"role": "assistant", "content": "It is 22 °C and clear in Paris."}
+    book_q = {"role": "user", "content": "Book LHR for two, window seat."}
+    booked = {"role": "assistant", "content": "Booked: reference X1."}
     return [
         ("single_user", [{"role": "user", "content": "Hello!"}], None, True, {}),
         ("system_user", [sys_msg, u1], None, True, {}),
@@ -205,6 +237,42 @@ def conversations():
         ("long_conversation", [sys_msg] + [m for i in range(6) for m in (
             {"role": "user", "content": f"Question {i}?"},
             {"role": "assistant", "content": f"Answer {i}."})], None, False, {}),
+        # key order: tools, tool calls and results, content parts with unsorted keys
+        ("tools_unsorted_keys", [sys_msg, book_q], ORDER_TOOLS, True, {}),
+        ("tool_call_unsorted_object_args", [book_q, {"role": "assistant", "content": "",
+            "tool_calls": [tool_call("call_book00001", "book_flight", FLIGHT_ARGS)]},
+            {"role": "tool", "tool_call_id": "call_book00001", "name": "book_flight",
+             "content": "{\"status\": \"ok\", \"ref\": \"X1\"}"}, booked],
+         ORDER_TOOLS, False, {}),
+        ("tool_call_unsorted_string_args", [book_q, {"role": "assistant", "content": "",
+            "tool_calls": [tool_call("call_book00001", "book_flight", json.dumps(FLIGHT_ARGS))]},
+            {"role": "tool", "tool_call_id": "call_book00001", "name": "book_flight",
+             "content": "booked"}], ORDER_TOOLS, True, {}),
+        ("parallel_tool_calls_unsorted", [book_q, {"role": "assistant", "content": "",
+            "tool_calls": [tool_call("call_book00001", "book_flight", FLIGHT_ARGS),
+                           tool_call("call_cncl00002", "cancel_booking", {"ref": "X0"})]},
+            {"role": "tool", "tool_call_id": "call_book00001", "name": "book_flight",
+             "content": "booked"},
+            {"role": "tool", "tool_call_id": "call_cncl00002", "name": "cancel_booking",
+             "content": "cancelled"}], ORDER_TOOLS, True, {}),
+        ("tool_result_unsorted_dict", [book_q, {"role": "assistant", "content": "",
+            "tool_calls": [tool_call("call_book00001", "book_flight", FLIGHT_ARGS)]},
+            {"role": "tool", "tool_call_id": "call_book00001", "name": "book_flight",
+             "content": {"status": "ok", "ref": "X1",
+                         "legs": [{"to": "LHR", "from": "CDG", "at": 1.5}]}}],
+         ORDER_TOOLS, True, {}),
+        ("content_parts_text", [
+            {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+            {"role": "user", "content": [{"type": "text", "text": "Hello"},
+                                         {"text": " world ", "type": "text"}]}],
+         None, True, {}),
+        ("content_parts_with_tools", [
+            {"role": "user", "content": [{"type": "text", "text": "Book LHR for two."}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Booking."}],
+             "tool_calls": [tool_call("call_book00001", "book_flight", FLIGHT_ARGS)]},
+            {"role": "tool", "tool_call_id": "call_book00001", "name": "book_flight",
+             "content": [{"type": "text", "text": "{\"ref\": \"X1\", \"status\": \"ok\"}"}]}],
+         ORDER_TOOLS, True, {}),
     ]
 
 
@@ -462,6 +530,47 @@ def construct_cases():
     case("Output", "{{ (1)[1:] }}|{{ {'a': 1}[1:] }}|{{ ('abc' if true else x)[1:] }}|{{ [1, 2][::-1][1:] }}")
     case("Errors", "{% set v = (1)[1:] %}")
     case("Errors", "{{ x[1:] }}", {"x": 1})
+    # Key order: dicts keep insertion order everywhere except dictsort, sort and sort_keys
+    schema = {"d": {"zeta": 1, "alpha": {"type": "object", "properties": {
+        "zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta"]},
+        "Mid": [True, None, 2.5, "it's"], "é": "ü"}}
+    case("KeyOrder", "{{ d|tojson }}|{{ d.alpha|tojson(indent=2) }}", schema)
+    case("KeyOrder", "{{ d|tojson(sort_keys=true) }}|{{ d|tojson(separators=(',', ':')) }}",
+         schema)
+    case("KeyOrder", "{{ d }}|{{ d|string }}|{{ [d.alpha, (d.Mid,)] }}|{{ d ~ '' }}", schema)
+    case("KeyOrder", "{{ d.items()|list }}|{{ d|items|list }}|{{ d.keys()|list }}|"
+         "{{ d.values()|list }}|{{ d.items() }}|{{ d.keys() }}", schema)
+    case("KeyOrder", "{% for k in d %}{{ k }},{% endfor %}|{% for k, v in d.alpha.items() %}"
+         "{{ k }}={{ v }};{% endfor %}|{% for k, v in d|items %}{{ k }} {% endfor %}", schema)
+    case("KeyOrder", "{{ d|list }}|{{ d|first }}|{{ d|last }}|{{ d|join(',') }}|"
+         "{{ d|map('upper')|list }}|{{ d|reverse|list }}|{{ d|length }}", schema)
+    case("KeyOrder", "{{ d|dictsort }}|{{ d|dictsort(case_sensitive=true) }}|"
+         "{{ d|dictsort(reverse=true) }}|{{ d|sort }}|{{ d.alpha.properties|dictsort }}", schema)
+    case("KeyOrder", "{{ d|dictsort(by='value') }}",
+         {"d": {"zeta": 3, "alpha": 1, "Mid": 2, "beta": 1}})
+    case("KeyOrder", "{% set x = {'zeta': 1, 'alpha': 2, 'mid': {'z': 0, 'a': none}} %}"
+         "{{ x }}|{{ x|tojson }}|{{ x.keys()|list }}|{{ x|dictsort }}")
+    case("KeyOrder", "{{ {'b': 1, 'a': 2, 'b': 3} }}|{{ {1: 'a', 1.0: 'b', true: 'c', 0: 'z'} }}|"
+         "{{ {'z': 1, 'a': 2} == {'a': 2, 'z': 1} }}|{{ {2: 'x', 'k': 'y'}|tojson }}")
+    case("KeyOrder", "{{ dict(zeta=1, alpha=2) }}|{{ dict(d.alpha, zeta=9, aa=0) }}|"
+         "{{ dict([('z', 1), ('a', 2), ('z', 3)]) }}|{{ dict(d.alpha)|tojson }}", schema)
+    case("KeyOrder", "{% set ns = namespace(zeta=1, alpha=2) %}{% set ns.mid = 3 %}"
+         "{% set ns.zeta = 4 %}{{ ns }}|{% set n2 = namespace(d.alpha, z=1) %}{{ n2 }}", schema)
+    case("KeyOrder", "{{ d.alpha.update({'a': 1}) }}", schema)
+    # past the size where string keys get hashed: order, lookups and overwrites still hold
+    big = {"d": {f"k{(i * 17) % 40:02d}": i for i in range(40)}}
+    case("KeyOrder", "{{ d|tojson }}|{{ d.k07 }} {{ d['k33'] }} {{ d.k99 is defined }} "
+         "{{ d.get('k00') }}|{% set x = dict(d, k05='new', extra=1) %}{{ x.keys()|list }} "
+         "{{ x.k05 }} {{ x|length }}|{{ (d|dictsort)[:3] }}", big)
+    case("KeyOrder", "{% set x = {'z': 0, 'y': 1, 'x': 2, 'w': 3, 'v': 4, 'u': 5, 't': 6, 's': 7, 'r': 8, "
+         "'q': 9, 'p': 10, 'o': 11, 'n': 12, 'm': 13, 'l': 14, 'k': 15, 'j': 16, 'i': 17, "
+         "1: 'one', 'z': 'again', 1.0: 'float', true: 'bool', 'a': 18} %}{{ x }}|{{ x[1] }} "
+         "{{ x['z'] }} {{ x.i }} {{ x|length }} {{ 'y' in x }} {{ true in x }}")
+    case("KeyOrder", "{{ messages[0]|tojson }}|{{ messages[0].content[1] }}|"
+         "{% for p in messages[0].content %}{{ p.keys()|list }}{% endfor %}",
+         {"messages": [{"role": "user", "content": [
+             {"type": "text", "text": "Hi"},
+             {"type": "image_url", "image_url": {"url": "data:,", "detail": "low"}}]}]})
     return groups
 
 
