@@ -78,7 +78,7 @@ Evaluator::Frame::Frame(Evaluator& ev) : ev_(ev) {
 
 Evaluator::~Evaluator() {
   for (const auto& weak : namespaces_) {
-    if (auto ns = weak.lock()) ns->attrs.items.clear();
+    if (auto ns = weak.lock()) ns->attrs.clear();
   }
 }
 
@@ -164,8 +164,8 @@ Evaluator::Flow Evaluator::exec_for(const Node& n, std::string& out) {
   for (int64_t i = 0; i < length; ++i) {
     auto scope = child_of(scope_);
     Dict loop;
-    loop.items.reserve(14);
-    auto put = [&](const char* key, Value v) { loop.items.emplace_back(Value(key), std::move(v)); };
+    loop.reserve(14);
+    auto put = [&](const char* key, Value v) { loop.set(Value(key), std::move(v)); };
     put("index", Value(i + 1));
     put("index0", Value(i));
     put("revindex", Value(length - i));

@@ -100,7 +100,7 @@ Value f_items(Evaluator&, const Value& v, CallArgs& a) {
   if (v.is_undefined()) return Value(std::vector<Value>{}, SeqKind::Generator);
   if (!v.is_dict()) raise("TypeError", "Can only get item pairs from a mapping.");
   std::vector<Value> out;
-  for (const auto& [k, val] : v.dict().items) out.emplace_back(std::vector<Value>{k, val}, true);
+  for (const auto& [k, val] : v.dict().items()) out.emplace_back(std::vector<Value>{k, val}, true);
   return Value(std::move(out), SeqKind::Generator);
 }
 
@@ -324,7 +324,7 @@ Value f_dictsort(Evaluator&, const Value& v, CallArgs& a) {
   if (v.is_undefined()) v.fail_undefined();
   if (!v.is_dict()) raise("AttributeError", "'" + v.type_name() + "' object has no attribute 'items'");
   std::vector<Value> items, keys;
-  for (const auto& [k, val] : v.dict().items) {
+  for (const auto& [k, val] : v.dict().items()) {
     items.emplace_back(std::vector<Value>{k, val}, true);
     const Value& key = by == "key" ? k : val;
     keys.push_back(p[0].truthy() ? key : ignore_case(key));

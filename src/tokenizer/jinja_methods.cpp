@@ -255,7 +255,7 @@ Value dict_method(const std::string& name, const Value& self, CallArgs& a) {
   bind(name, a, {});
   if (name == "copy") return self;
   std::vector<Value> out;
-  for (const auto& [k, v] : d.items) {
+  for (const auto& [k, v] : d.items()) {
     if (name == "items") out.emplace_back(std::vector<Value>{k, v}, true);
     else out.push_back(name == "keys" ? k : v);
   }
@@ -330,7 +330,7 @@ void add_globals(Scope& globals) {
     ev.adopt(ns);
     for (const auto& v : a.positional) {
       if (!v.is_dict()) raise("TypeError", "'" + v.type_name() + "' object is not a mapping");
-      for (const auto& [k, val] : v.dict().items) ns->set(k, val);
+      for (const auto& [k, val] : v.dict().items()) ns->set(k, val);
     }
     for (const auto& [k, v] : a.keyword) ns->set(Value(k), v);
     return Value(std::move(ns));
@@ -339,7 +339,7 @@ void add_globals(Scope& globals) {
     Dict d;
     for (const auto& v : a.positional) {
       if (v.is_dict()) {
-        for (const auto& [k, val] : v.dict().items) d.set(k, val);
+        for (const auto& [k, val] : v.dict().items()) d.set(k, val);
       } else {
         for (const auto& pair : iterate(v)) {
           const auto kv = iterate(pair);

@@ -289,8 +289,8 @@ std::vector<Value> iterate(const Value& v) {
     }
     case Value::Type::Dict: {
       std::vector<Value> keys;
-      keys.reserve(v.dict().items.size());
-      for (const auto& kv : v.dict().items) keys.push_back(kv.first);
+      keys.reserve(v.dict().size());
+      for (const auto& kv : v.dict().items()) keys.push_back(kv.first);
       return keys;
     }
     case Value::Type::String: {
@@ -313,7 +313,7 @@ size_t py_len(const Value& v) {
     case Value::Type::List:
       if (v.is_iterator()) raise("TypeError", "object of type '" + v.type_name() + "' has no len()");
       return v.list().size();
-    case Value::Type::Dict: return v.dict().items.size();
+    case Value::Type::Dict: return v.dict().size();
     default: raise("TypeError", "object of type '" + v.type_name() + "' has no len()");
   }
 }

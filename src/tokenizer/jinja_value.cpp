@@ -46,7 +46,7 @@ Value::Value(Sequence seq) {
 }
 
 Value::Value(Dict d) {
-  for (const auto& [k, v] : d.items) d.depth = std::max({d.depth, k.depth() + 1, v.depth() + 1});
+  for (const auto& [k, v] : d.items()) d.depth = std::max({d.depth, k.depth() + 1, v.depth() + 1});
   check_depth(d.depth);
   data_ = std::make_shared<const Dict>(std::move(d));
 }
@@ -68,29 +68,62 @@ void Namespace::set(Value key, Value value) {
   attrs.set(std::move(key), std::move(value));
 }
 
-const Value* Dict::find(const Value& key) const {
-  if (key.is_string()) return find(std::string_view(key.str()));
-  for (const auto& [k, v] : items) {
-    if (py_equal(k, key)) return &v;
+size_t Dict::position(std::string_view key) const {
+  if (string_index_.empty()) {
+    for (size_t i = 0; i < items_.size(); ++i) {
+      const Value& k = items_[i].first;
+      if (k.is_string() && k.str() == key) return i;
+    }
+    return kNotFound;
   }
-  return nullptr;
+  const auto [first, last] = string_index_.equal_range(std::hash<std::string_view>{}(key));
+  for (auto it = first; it != last; ++it) {
+    if (items_[it->second].first.str() == key) return it->second;
+  }
+  return kNotFound;
+}
+
+size_t Dict::position(const Value& key) const {
+  if (key.is_string()) return position(std::string_view(key.str()));
+  for (size_t i = 0; i < items_.size(); ++i) {
+    const Value& k = items_[i].first;  // a str never equals a number, None or a tuple
+    if (!k.is_string() && py_equal(k, key)) return i;
+  }
+  return kNotFound;
+}
+
+const Value* Dict::find(const Value& key) const {
+  const size_t i = position(key);
+  return i == kNotFound ? nullptr : &items_[i].second;
 }
 
 const Value* Dict::find(std::string_view key) const {
-  for (const auto& [k, v] : items) {
-    if (k.is_string() && k.str() == key) return &v;
-  }
-  return nullptr;
+  const size_t i = position(key);
+  return i == kNotFound ? nullptr : &items_[i].second;
+}
+
+void Dict::index_string_key(size_t pos) {
+  const Value& k = items_[pos].first;
+  if (k.is_string())
+    string_index_.emplace(std::hash<std::string_view>{}(k.str()), static_cast<uint32_t>(pos));
 }
 
 void Dict::set(Value key, Value value) {
-  for (auto& [k, v] : items) {
-    if (py_equal(k, key)) {
-      v = std::move(value);
-      return;
-    }
+  if (const size_t i = position(key); i != kNotFound) {
+    items_[i].second = std::move(value);
+    return;
   }
-  items.emplace_back(std::move(key), std::move(value));
+  items_.emplace_back(std::move(key), std::move(value));
+  if (items_.size() > kIndexFrom) {
+    index_string_key(items_.size() - 1);
+  } else if (items_.size() == kIndexFrom) {
+    for (size_t i = 0; i < items_.size(); ++i) index_string_key(i);
+  }
+}
+
+void Dict::clear() {
+  items_.clear();
+  string_index_.clear();
 }
 
 Value Value::from_json(const nlohmann::ordered_json& j) {
@@ -99,8 +132,8 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
   switch (j.type()) {
     case J::object: {
       Dict d;
-      d.items.reserve(j.size());
-      for (const auto& [k, v] : j.items()) d.items.emplace_back(Value(k), from_json(v));
+      d.reserve(j.size());
+      for (const auto& [k, v] : j.items()) d.set(Value(k), from_json(v));
       return Value(std::move(d));
     }
     case J::array: {
@@ -141,7 +174,7 @@ bool Value::truthy() const {
     case Type::Float: return as_double() != 0.0;
     case Type::String: return !str().empty();
     case Type::List: return is_iterator() || !list().empty();
-    case Type::Dict: return !dict().items.empty();
+    case Type::Dict: return !dict().empty();
     default: return true;
   }
 }
@@ -273,7 +306,7 @@ std::string Value::repr() const {
     case Type::Dict: {
       std::string out = "{";
       bool first = true;
-      for (const auto& [k, v] : dict().items) {
+      for (const auto& [k, v] : dict().items()) {
         if (!first) out += ", ";
         first = false;
         out += k.repr() + ": " + v.repr();
@@ -307,8 +340,8 @@ bool py_equal(const Value& a, const Value& b) {
       return true;
     }
     case T::Dict: {
-      if (a.dict().items.size() != b.dict().items.size()) return false;
-      for (const auto& [k, v] : a.dict().items) {
+      if (a.dict().size() != b.dict().size()) return false;
+      for (const auto& [k, v] : a.dict().items()) {
         const Value* other = b.dict().find(k);
         if (!other || !py_equal(v, *other)) return false;
       }
@@ -435,12 +468,12 @@ void dump(const Value& v, const JsonOptions& o, int level, std::string& out) {
       return;
     }
     case T::Dict: {
-      if (v.dict().items.empty()) {
+      if (v.dict().empty()) {
         out += "{}";
         return;
       }
       std::vector<const std::pair<Value, Value>*> items;
-      for (const auto& kv : v.dict().items) items.push_back(&kv);
+      for (const auto& kv : v.dict().items()) items.push_back(&kv);
       if (o.sort_keys) {
         std::stable_sort(items.begin(), items.end(), [](const auto* x, const auto* y) {
           return py_compare(x->first, y->first, "<");

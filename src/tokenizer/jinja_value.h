@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -42,13 +43,31 @@ struct Sequence {
   uint32_t depth = 1;
 };
 
-// Insertion-ordered dict; keys compare with Python equality (1 == 1.0 == True).
-struct Dict {
-  std::vector<std::pair<Value, Value>> items;
+// A Python dict: iterates, prints and serialises in insertion order (a key set again keeps its
+// place); keys compare with Python equality (1 == 1.0 == True). Past a few entries, string keys
+// are also hashed so lookups in large request objects stay O(1).
+class Dict {
+ public:
+  using Item = std::pair<Value, Value>;
+  const std::vector<Item>& items() const { return items_; }
+  size_t size() const;
+  bool empty() const;
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);
+  void reserve(size_t n);
+  void clear();
   uint32_t depth = 1;
+
+ private:
+  static constexpr size_t kIndexFrom = 16;  // below this a scan beats hashing
+  static constexpr size_t kNotFound = SIZE_MAX;
+  size_t position(std::string_view key) const;
+  size_t position(const Value& key) const;
+  void index_string_key(size_t pos);
+  std::vector<Item> items_;
+  // hash of a string key -> its position in items_; empty while the dict is small.
+  std::unordered_multimap<size_t, uint32_t> string_index_;
 };
 
 struct Namespace {
@@ -163,6 +182,10 @@ class Value {
 
   static const std::shared_ptr<const Undefined>& no_hint();
 };
+
+inline size_t Dict::size() const { return items_.size(); }
+inline bool Dict::empty() const { return items_.empty(); }
+inline void Dict::reserve(size_t n) { items_.reserve(n); }
 
 bool py_equal(const Value& a, const Value& b);
 // Python's a <op> b (op one of < <= > >=) for numbers, strings and same-kind sequences;
