@@ -15,6 +15,7 @@ namespace vllm::cli {
 namespace {
 
 using nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 struct TokenizeArgs {
   std::string model;
@@ -32,10 +33,12 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-std::string render_chat(const ChatTemplate& tmpl, const Tokenizer& tok, const json& req) {
+// The request stays an ordered_json from the parse on: templates see (and tojson prints) every
+// object's keys in the order of the line, as Python's json.loads and jinja2 keep them.
+std::string render_chat(const ChatTemplate& tmpl, const Tokenizer& tok, const ojson& req) {
   if (!req.is_object() || !req.contains("messages") || !req["messages"].is_array())
     throw Error("each line needs \"messages\": [...]");
-  nlohmann::ordered_json ctx = nlohmann::ordered_json::parse(req.dump());
+  ojson ctx = req;
   if (!ctx.contains("add_generation_prompt")) ctx["add_generation_prompt"] = false;
   if (!ctx.contains("tools")) ctx["tools"] = nullptr;
   ctx["bos_token"] = tok.bos_token();
@@ -70,7 +73,7 @@ int run_tokenize(const TokenizeArgs& a) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     json out;
     try {
-      const json in = json::parse(line);
+      const ojson in = ojson::parse(line);
       if (a.jsonl) {
         if (!in.is_string()) throw Error("each line must be a JSON string");
         out = tok->encode(in.get<std::string>(), a.add_special_tokens);
