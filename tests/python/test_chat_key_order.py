@@ -145,6 +145,28 @@ def test_server_prompt_keeps_request_key_order(server, generator, special_tokens
     assert got == want_ids, f"rendered:\n{detokenize(server, got)}\nexpected:\n{want}"
 
 
+def test_server_raw_body_order_and_duplicate_keys(server, generator, special_tokens):
+    # A repeated key keeps its first place and its last value, as json.loads builds the dict.
+    raw = ('{"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": false, '
+           '"tools": [{"type": "function", "function": {"name": "f", "parameters": '
+           '{"type": "object", "required": ["b"], "properties": {"b": {"type": "string"}, '
+           '"a": {"type": "number"}, "b": {"type": "integer", "minimum": 0}}}}}], '
+           '"chat_template": "{% for t in tools %}{{ t|tojson }}\\n{{ t }}\\n'
+           '{% for k, v in t.function.parameters.properties|items %}{{ k }}={{ v }};'
+           '{% endfor %}{{ t.function.parameters|dictsort }}{% endfor %}"}')
+    body = json.loads(raw)
+    want = generator.compile_template(body["chat_template"]).render(
+        messages=body["messages"], tools=body["tools"], documents=None,
+        add_generation_prompt=False, **special_tokens)
+    assert '"b": {"type": "integer", "minimum": 0}, "a"' in want
+    r = requests.post(server.url + "/tokenize", data=raw,
+                      headers={"Content-Type": "application/json"}, timeout=30)
+    assert r.status_code == 200, r.text
+    got = r.json()["tokens"]
+    assert got == tokenize(server, {"prompt": want, "add_special_tokens": False}), \
+        f"rendered:\n{detokenize(server, got)}\nexpected:\n{want}"
+
+
 @pytest.mark.parametrize("name,source", TEMPLATES, ids=[n for n, _ in TEMPLATES])
 def test_cli_chat_keeps_line_key_order(binary, generator, special_tokens, tmp_path, name, source):
     path = tmp_path / f"{name}.jinja"
