@@ -29,6 +29,7 @@ TENSORS = [
     ("t.q4_k", T.Q4_K, (3, 512), "blocks"),
     ("t.q5_k", T.Q5_K, (3, 512), "blocks"),
     ("t.q6_k", T.Q6_K, (3, 512), "blocks"),
+    ("t.q5_0", T.Q5_0, (5, 96), "floats"),
 ]
 # Byte offsets of the f16 scales inside one block of each K-quant (GGUF block layouts).
 F16_FIELDS = {T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,)}

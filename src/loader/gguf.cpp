@@ -27,7 +27,7 @@ struct GgmlType {
 // Every ggml type of the spec, so even unsupported tensors are bounds-checked at open.
 constexpr GgmlType kGgmlTypes[] = {
     {0, 1, 4, DType::F32},     {1, 1, 2, DType::F16},      {2, 32, 18, DType::Q4_0},
-    {3, 32, 20, DType::Q4_1},  {6, 32, 22, {}},            {7, 32, 24, {}},
+    {3, 32, 20, DType::Q4_1},  {6, 32, 22, DType::Q5_0},      {7, 32, 24, {}},
     {8, 32, 34, DType::Q8_0},  {9, 32, 40, {}},            {10, 256, 84, {}},
     {11, 256, 110, {}},        {12, 256, 144, DType::Q4_K}, {13, 256, 176, DType::Q5_K},
     {14, 256, 210, DType::Q6_K}, {15, 256, 292, {}},        {16, 256, 66, {}},

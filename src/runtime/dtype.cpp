@@ -16,6 +16,7 @@ const DTypeInfo& dtype_info(DType t) {
       {"q4_K", kQKK, sizeof(BlockQ4_K), true},
       {"q5_K", kQKK, sizeof(BlockQ5_K), true},
       {"q6_K", kQKK, sizeof(BlockQ6_K), true},
+      {"q5_0", kQK, sizeof(BlockQ5_0), true},
   };
   return kInfo[static_cast<int>(t)];
 }

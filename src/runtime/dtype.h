@@ -7,7 +7,7 @@
 
 namespace vllm {
 
-enum class DType : uint8_t { F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K };
+enum class DType : uint8_t { F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q5_0 };
 
 struct DTypeInfo {
   std::string_view name;
@@ -39,7 +39,7 @@ inline uint16_t f32_to_bf16(float f) {
 }
 
 // ---- GGUF block layouts ----
-inline constexpr int kQK = 32;    // block size of Q8_0, Q4_0, Q4_1
+inline constexpr int kQK = 32;    // block size of Q8_0, Q4_0, Q4_1, Q5_0
 inline constexpr int kQKK = 256;  // super-block size of the K-quants
 
 struct BlockQ8_0 {
@@ -54,6 +54,11 @@ struct BlockQ4_1 {
   uint16_t d;  // scale
   uint16_t m;  // min
   uint8_t qs[kQK / 2];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];        // bit j: the fifth bit of element j
+  uint8_t qs[kQK / 2];  // low four bits, laid out as Q4_0's
 };
 struct BlockQ4_K {
   uint16_t d;     // super-block scale for the 6-bit scales
@@ -74,7 +79,8 @@ struct BlockQ6_K {
   int8_t scales[kQKK / 16];
   uint16_t d;
 };
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 &&
+              sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
 }  // namespace vllm

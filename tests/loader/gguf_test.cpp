@@ -98,6 +98,7 @@ const TypeCase kTypes[] = {
     {0, DType::F32, 1, 4},       {1, DType::F16, 1, 2},      {30, DType::BF16, 1, 2},
     {8, DType::Q8_0, 32, 34},    {2, DType::Q4_0, 32, 18},   {3, DType::Q4_1, 32, 20},
     {12, DType::Q4_K, 256, 144}, {13, DType::Q5_K, 256, 176}, {14, DType::Q6_K, 256, 210},
+    {6, DType::Q5_0, 32, 22},
 };
 
 void check_tensors_of_every_type(uint32_t version, uint32_t alignment) {

@@ -28,7 +28,7 @@ std::vector<float> read_f32(const std::string& path, size_t n) {
 
 DType dtype_from_name(const std::string& name) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                  DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q5_0}) {
     std::string n(dtype_name(t));
     for (char& c : n) c = char(std::toupper(c));
     if (n == name) return t;
@@ -72,7 +72,7 @@ TEST(QuantOracle, DequantizeMatchesGgufPython) {
     EXPECT_GT(max_ref, 0.0);
     EXPECT_LE(max_diff, tol * max_ref) << "max |diff| " << max_diff << ", max |ref| " << max_ref;
   }
-  EXPECT_EQ(covered.size(), 9u);  // every supported type
+  EXPECT_EQ(covered.size(), 10u);  // every supported type
 }
 
 // The real model, when scripts have downloaded it.

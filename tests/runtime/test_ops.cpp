@@ -39,11 +39,14 @@ Tensor random_kquant(const Tensor& w, DType type) {
   std::uniform_real_distribution<float> scale(0.001f, 0.02f);
   auto* p = static_cast<uint8_t*>(q.raw());
   for (int64_t i = 0; i < q.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(rng));
+  const DTypeInfo& info = dtype_info(type);
   for (int64_t r = 0; r < n; ++r)
-    for (int64_t b = 0; b < k / kQKK; ++b) {
-      char* blk = q.row(r) + b * dtype_info(type).block_bytes;
+    for (int64_t b = 0; b < k / info.block_size; ++b) {
+      char* blk = q.row(r) + b * info.block_bytes;
       if (type == DType::Q6_K) {
         reinterpret_cast<BlockQ6_K*>(blk)->d = f32_to_f16(scale(rng));
+      } else if (type == DType::Q5_0) {
+        reinterpret_cast<BlockQ5_0*>(blk)->d = f32_to_f16(scale(rng) * 4);
       } else {  // Q4_K and Q5_K start with d, dmin
         reinterpret_cast<uint16_t*>(blk)[0] = f32_to_f16(scale(rng));
         reinterpret_cast<uint16_t*>(blk)[1] = f32_to_f16(scale(rng));
@@ -55,7 +58,10 @@ Tensor random_kquant(const Tensor& w, DType type) {
 // Quantise a random f32 [n, k] matrix to `type` (via the reference quantisers).
 Tensor quantize(const Tensor& w, DType type) {
   const int64_t n = w.size(0), k = w.size(1);
-  if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) return random_kquant(w, type);
+  // Types without a quantiser here: random blocks (their dequantiser is checked against
+  // gguf-py's in quant_oracle_test).
+  if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::Q5_0)
+    return random_kquant(w, type);
   Tensor q = Tensor::empty({n, k}, type);
   for (int64_t r = 0; r < n; ++r) {
     const float* src = w.data<float>() + r * k;
@@ -110,7 +116,8 @@ TEST_P(MatmulTest, MatchesReference) {
     Tensor out = Tensor::empty({M, N}, DType::F32);
     matmul(x, w, out);
     // Activations are quantised to int8 only for the 32-element block types.
-    const bool int8 = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1;
+    const bool int8 = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1 ||
+                      type == DType::Q5_0;
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         double ref = 0, mag = 0;
@@ -148,7 +155,7 @@ TEST_P(MatmulTest, AccumulateEqualsMatmulThenAdd) {
 INSTANTIATE_TEST_SUITE_P(Types, MatmulTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
                                            DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K,
-                                           DType::Q6_K),
+                                           DType::Q6_K, DType::Q5_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Every compiled ISA variant of the int8 block dot gives the scalar result (same integer
@@ -158,7 +165,7 @@ TEST(QuantDot, IsaVariantsAgreeWithScalar) {
   Tensor wf = randn({1, K}), xf = randn({1, K});
   std::vector<cpu::BlockQ8_1> a(K / 32);
   cpu::quantize_row_q8_1(xf.data<float>(), a.data(), K);
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0}) {
     Tensor w = quantize(wf, t);
     const float ref = cpu::qdot_scalar(t)(w.raw(), a.data(), K / 32);
     __builtin_cpu_init();

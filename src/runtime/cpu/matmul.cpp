@@ -15,7 +15,9 @@ namespace {
 
 constexpr int64_t kRowTile = 16;  // weight rows per task: they stay in L1 across all M rows
 
-bool has_int8_dot(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
+bool has_int8_dot(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0;
+}
 
 // accumulate: out += x @ w^T, each product rounded to f32 before the add, as a separate add
 // would; the int8 tiles write to a per-task scratch that is then added in.

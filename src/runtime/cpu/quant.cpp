@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "util/check.h"
 
@@ -22,6 +23,21 @@ void dequant_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
       y[i * kQK + j] = ((x[i].qs[j] & 0x0f) - 8) * d;
       y[i * kQK + j + kQK / 2] = ((x[i].qs[j] >> 4) - 8) * d;
     }
+  }
+}
+
+// Element j of a Q5_0 block: four low bits from qs, the fifth from qh, minus 16.
+inline int q5_0_value(const BlockQ5_0& b, int j) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  const int low = j < kQK / 2 ? b.qs[j] & 0x0f : b.qs[j - kQK / 2] >> 4;
+  return (low | int((qh >> j) & 1) << 4) - 16;
+}
+
+void dequant_q5_0(const BlockQ5_0* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(x[i].d);
+    for (int j = 0; j < kQK; ++j) y[i * kQK + j] = float(q5_0_value(x[i], j)) * d;
   }
 }
 
@@ -125,6 +141,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q8_0: dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb); return;
     case DType::Q4_0: dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb); return;
     case DType::Q4_1: dequant_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb); return;
+    case DType::Q5_0: dequant_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb); return;
     case DType::Q4_K: dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb); return;
     case DType::Q5_K: dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb); return;
     case DType::Q6_K: dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb); return;
@@ -222,6 +239,16 @@ float dot_q4_0_scalar(const void* w, const BlockQ8_1* a, int64_t nb) {
   }
   return sum;
 }
+float dot_q5_0_scalar(const void* w, const BlockQ8_1* a, int64_t nb) {
+  auto* x = static_cast<const BlockQ5_0*>(w);
+  float sum = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int s = 0;
+    for (int j = 0; j < kQK; ++j) s += q5_0_value(x[i], j) * a[i].qs[j];
+    sum += s * f16_to_f32(x[i].d) * a[i].d;
+  }
+  return sum;
+}
 float dot_q4_1_scalar(const void* w, const BlockQ8_1* a, int64_t nb) {
   auto* x = static_cast<const BlockQ4_1*>(w);
   float sum = 0;
@@ -240,6 +267,7 @@ QDotFn qdot_scalar(DType type) {
     case DType::Q8_0: return dot_q8_0_scalar;
     case DType::Q4_0: return dot_q4_0_scalar;
     case DType::Q4_1: return dot_q4_1_scalar;
+    case DType::Q5_0: return dot_q5_0_scalar;
     default: return nullptr;
   }
 }
