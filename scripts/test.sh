@@ -4,7 +4,7 @@
 # under AddressSanitizer + UBSan. Safe to run again. SKIP_SANITIZERS=1 leaves the last stage out.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+WITH_TEST_MODELS=1 scripts/setup.sh
 BUILD_DIR=${BUILD_DIR:-build}
 
 STAGE=""

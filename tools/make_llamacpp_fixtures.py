@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Reference greedy continuations of SmolLM2-135M-Instruct Q4_1 from llama.cpp
-(llama-cpp-python), with llama.cpp's own top-2 logit gap at every step for the near-tie rule,
-and its TOP_LOGITS largest logits at every step (ids and float32 values, exactly as llama.cpp
-produced them) for the bit-exact comparison.
+"""Reference greedy continuations of a GGUF model from llama.cpp (llama-cpp-python), with
+llama.cpp's own top-2 logit gap at every step for the near-tie rule, and its TOP_LOGITS largest
+logits at every step (ids and float32 values, exactly as llama.cpp produced them) for the
+bit-exact comparison. The prompt ids are llama.cpp's tokenization (with BOS where the file
+asks for it).
 
-    pip install llama-cpp-python==0.3.36   # builds llama.cpp from source
-    python3 tools/make_llamacpp_fixtures.py models/SmolLM2-135M-Instruct.Q4_1.gguf fixtures/smollm2
+    .venv/bin/pip install llama-cpp-python==0.3.36   # builds llama.cpp from source
+    .venv/bin/python tools/make_llamacpp_fixtures.py models/SmolLM2-135M-Instruct.Q4_1.gguf \
+        fixtures/smollm2 smollm2
+    .venv/bin/python tools/make_llamacpp_fixtures.py models/gemma-3-270m-q4_k_m.gguf \
+        fixtures/gemma3 gemma3
 """
 import json
 import os
@@ -18,7 +22,7 @@ from llama_cpp import Llama
 NEW_TOKENS = 64
 TOP_LOGITS = 5
 # Plain prompts and chat-formatted ones (the model's own template, rendered by hand).
-PROMPTS = [
+SMOLLM2_PROMPTS = [
     "The capital of France is",
     "Once upon a time, in a small village by the sea,",
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
@@ -30,15 +34,25 @@ PROMPTS = [
     "In 1969, Neil Armstrong",
     "Here is a list of fruits: apple, banana,",
 ]
+GEMMA3_PROMPTS = SMOLLM2_PROMPTS[:6] + [
+    "<start_of_turn>user\nWhat is the tallest mountain in the world?<end_of_turn>\n"
+    "<start_of_turn>model\n",
+    "<start_of_turn>user\nYou are a helpful assistant.\n\nWrite a haiku about autumn leaves."
+    "<end_of_turn>\n<start_of_turn>model\n",
+    "In 1969, Neil Armstrong",
+    "Here is a list of fruits: apple, banana,",
+]
+PROMPTS = {"smollm2": SMOLLM2_PROMPTS, "gemma3": GEMMA3_PROMPTS}
 
 
-def main(model_path, out_dir):
+def main(model_path, out_dir, prompt_set):
     # llama.cpp's defaults: f16 K/V cache (ggml type 1), flash attention off.
     llm = Llama(model_path=model_path, n_ctx=512, n_threads=2, logits_all=True, verbose=False,
                 type_k=1, type_v=1, flash_attn=False, seed=0)
     cases = []
-    for prompt in PROMPTS:
-        ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    add_bos = bool(llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true")
+    for prompt in PROMPTS[prompt_set]:
+        ids = llm.tokenize(prompt.encode(), add_bos=add_bos, special=True)
         llm.reset()
         llm.eval(ids)
         out, gaps, top_ids, top_logits = [], [], [], []
@@ -60,9 +74,9 @@ def main(model_path, out_dir):
     with open(os.path.join(out_dir, "llamacpp_greedy.json"), "w") as f:
         manifest = {
             "tool": "llama-cpp-python", "version": llama_cpp.__version__,
-            "model": os.path.basename(model_path), "dtype": "Q4_1 weights, llama.cpp CPU "
-            "defaults (f16 KV cache, flash_attn off), 2 threads, built with -march=native on an "
-            "AVX-512 CPU",
+            "model": os.path.basename(model_path), "dtype": "the file's weights, llama.cpp "
+            "CPU defaults (f16 KV cache, flash_attn off), 2 threads, built with -march=native "
+            "on an AVX-512 CPU",
             "tolerance": "greedy ids identical; a first mismatch at a step whose llama.cpp "
                          "top-2 gap is < 0.05 nat counts as a near tie, and comparison stops "
                          "there. top_logits: equal to the last bit (0 ulp)",
@@ -74,4 +88,4 @@ def main(model_path, out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "smollm2")

@@ -103,6 +103,8 @@ void add_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--enable-prefix-caching", a->enable_prefix_caching, "On by default");
   cmd->add_flag("--no-enable-prefix-caching", a->no_prefix_caching, "Turn prefix caching off");
+  cmd->add_flag("--disable-hybrid-kv-cache-manager", c.engine.disable_hybrid_kv_cache_manager,
+                "Windowed layers keep every block, as global layers do");
   cmd->add_option("--seed", a->seed, "Base seed for requests without their own")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "Only 'auto' on CPU")->capture_default_str();
   cmd->add_option("--tensor-parallel-size", a->tensor_parallel_size, "Only 1 for now");

@@ -61,8 +61,9 @@ core::KvCacheConfig kv_config(const DecoderModel& model, const EngineConfig& c) 
   kv.groups.clear();
   for (const KvCacheGroup& g : model.kv_cache_groups()) {
     core::KvCacheGroupSpec& s = kv.groups.emplace_back();
-    s.policy = g.sliding_window > 0 ? core::KvPolicy::kSlidingWindow : core::KvPolicy::kFull;
-    s.sliding_window = g.sliding_window;
+    const bool windowed = g.sliding_window > 0 && !c.disable_hybrid_kv_cache_manager;
+    s.policy = windowed ? core::KvPolicy::kSlidingWindow : core::KvPolicy::kFull;
+    s.sliding_window = windowed ? g.sliding_window : 0;
     s.num_layers = static_cast<int>(g.layers.size());
     s.layout.bytes_per_token = model.kv_bytes_per_layer_token();
     s.layout.row_width = s.layout.padded_row_width = model.config().kv_size();

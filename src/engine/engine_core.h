@@ -25,6 +25,9 @@ struct EngineConfig {
   // instead of kv_cache_memory.
   double gpu_memory_utilization = 0.0;
   bool enable_prefix_caching = true;
+  // vLLM's --disable-hybrid-kv-cache-manager: windowed layers keep every block, as global
+  // ones do (attention still reads only the window).
+  bool disable_hybrid_kv_cache_manager = false;
   bool priority_policy = false;  // else FCFS
   uint64_t seed = 0;             // base seed for requests without their own
 };

@@ -270,6 +270,11 @@ void gemma3_gguf(const GgufFile& g, const std::string& a, ModelConfig& c) {
   }
   c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
   c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  // A chat turn ends with <end_of_turn>, which the metadata does not name (llama.cpp finds
+  // it by its text too).
+  const auto tokens = g.get_string_array("tokenizer.ggml.tokens");
+  for (size_t id = 0; id < tokens.size(); ++id)
+    if (tokens[id] == "<end_of_turn>") c.eos_token_ids.push_back(static_cast<int>(id));
 }
 
 constexpr ArchSpec kArchs[] = {
@@ -415,11 +420,11 @@ ModelConfig config_from_gguf(const GgufFile& g) {
   const auto* embd = g.find("token_embd.weight");
   if (!embd) throw Error(g.path() + ": no token_embd.weight tensor");
   c.vocab_size = static_cast<int>(embd->shape[0]);
-  arch->from_gguf(g, a, c);
   if (auto v = g.get_int("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int>(*v);
   if (auto v = g.get_int("tokenizer.ggml.eos_token_id")) c.eos_token_ids.push_back(static_cast<int>(*v));
   if (auto v = g.get_int("tokenizer.ggml.eot_token_id"); v && (c.eos_token_ids.empty() || *v != c.eos_token_ids[0]))
     c.eos_token_ids.push_back(static_cast<int>(*v));
+  arch->from_gguf(g, a, c);
   validate(c, g.path());
   return c;
 }
