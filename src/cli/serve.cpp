@@ -114,6 +114,8 @@ void add_serve(CLI::App& app) {
         a->config.engine.priority_policy = v == "priority";
       }, "fcfs (default) or priority (lower 'priority' values first)")
       ->check(CLI::IsMember({"fcfs", "priority"}));
+  cmd->add_flag("--enable-prompt-tokens-details", c.enable_prompt_tokens_details,
+                "Report usage.prompt_tokens_details.cached_tokens (prefix-cache hits)");
   cmd->add_flag("--disable-log-stats", [a](int64_t) { a->config.log_stats = false; },
                 "No periodic throughput lines");
   cmd->add_flag("--disable-uvicorn-access-log", [a](int64_t) { a->config.access_log = false; },

@@ -45,8 +45,19 @@ void check_params(const SamplingParams& p, int vocab) {
       bad(std::string(what) + " token id " + std::to_string(t) + " outside the vocabulary");
   };
   for (int32_t t : p.stop_token_ids) in_vocab(t, "stop_token_ids");
-  for (int32_t t : p.allowed_token_ids) in_vocab(t, "allowed_token_ids");
-  for (const auto& [t, b] : p.logit_bias) in_vocab(t, "logit_bias");
+  // vLLM's messages for these two name every id outside the vocabulary and its size.
+  auto all_in_vocab = [&](const std::vector<int32_t>& ids, const std::string& what) {
+    std::string bad;
+    for (int32_t t : ids)
+      if (t < 0 || t >= vocab) bad += (bad.empty() ? "" : ", ") + std::to_string(t);
+    if (!bad.empty())
+      throw Error("token_id(s) [" + bad + "] in " + what +
+                  " contain out-of-vocab token ids. Vocabulary size: " + std::to_string(vocab));
+  };
+  all_in_vocab(p.allowed_token_ids, "allowed_token_ids");
+  std::vector<int32_t> biased;
+  for (const auto& [t, b] : p.logit_bias) biased.push_back(t);
+  all_in_vocab(biased, "logit_bias");
   for (const auto& w : p.bad_words_ids)
     for (int32_t t : w) in_vocab(t, "bad_words");
   for (const auto& s : p.stop)

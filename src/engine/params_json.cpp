@@ -1,5 +1,7 @@
 #include "engine/params_json.h"
 
+#include <cmath>
+
 #include "util/check.h"
 
 namespace vllm {
@@ -30,8 +32,9 @@ void read_number(const json& j, const char* field, T& out) {
 void read_bool(const json& j, const char* field, bool& out) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) return;
-  if (!it->is_boolean()) type_error(field, "a boolean");
-  out = it->get<bool>();
+  const auto v = lax_bool(*it);
+  if (!v) type_error(field, "a boolean");
+  out = *v;
 }
 
 std::vector<int32_t> read_ids(const json& v, const char* field) {
@@ -45,6 +48,24 @@ std::vector<int32_t> read_ids(const json& v, const char* field) {
     ids.push_back(static_cast<int32_t>(t));
   }
   return ids;
+}
+
+// vLLM's bounds: a signed 64-bit integer (an integral float is read as pydantic does).
+uint64_t read_seed(const json& v) {
+  const std::string range = "'seed' must be in [-9223372036854775808, 9223372036854775807]";
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) throw Error(range);
+    return v.get<uint64_t>();
+  }
+  if (v.is_number_integer()) return static_cast<uint64_t>(v.get<int64_t>());
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d != std::floor(d)) type_error("seed", "an integer");
+    // 2^63 and beyond (and integers past int64 that JSON parsing turned into floats).
+    if (!(std::fabs(d) < 9223372036854775808.0)) throw Error(range);
+    return static_cast<uint64_t>(static_cast<int64_t>(d));
+  }
+  type_error("seed", "an integer");
 }
 
 }  // namespace
@@ -64,10 +85,7 @@ SamplingParams sampling_params_from_json(const json& j, const Tokenizer* tok, Sa
   read_bool(j, "ignore_eos", p.ignore_eos);
   read_bool(j, "include_stop_str_in_output", p.include_stop_str_in_output);
   read_bool(j, "skip_special_tokens", p.skip_special_tokens);
-  if (auto it = j.find("seed"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_integer()) type_error("seed", "an integer");
-    p.seed = static_cast<uint64_t>(it->get<int64_t>());
-  }
+  if (auto it = j.find("seed"); it != j.end() && !it->is_null()) p.seed = read_seed(*it);
   for (const char* f : {"logprobs", "prompt_logprobs"}) {
     auto it = j.find(f);
     if (it == j.end() || it->is_null()) continue;
@@ -90,22 +108,28 @@ SamplingParams sampling_params_from_json(const json& j, const Tokenizer* tok, Sa
   }
   if (auto it = j.find("stop_token_ids"); it != j.end() && !it->is_null())
     p.stop_token_ids = read_ids(*it, "stop_token_ids");
-  if (auto it = j.find("allowed_token_ids"); it != j.end() && !it->is_null())
+  if (auto it = j.find("allowed_token_ids"); it != j.end() && !it->is_null()) {
     p.allowed_token_ids = read_ids(*it, "allowed_token_ids");
+    if (p.allowed_token_ids.empty()) throw Error("'allowed_token_ids' must not be empty");
+  }
   if (auto it = j.find("logit_bias"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) type_error("logit_bias", "an object of token id -> bias");
+    std::string bad_keys;  // every key that is not a token id, named in one message
     for (const auto& [k, v] : it->items()) {
       if (!v.is_number()) type_error("logit_bias", "an object of token id -> bias");
-      int32_t id;
+      int32_t id = 0;
       try {
         size_t used = 0;
         id = std::stoi(k, &used);
-        if (used != k.size()) throw std::invalid_argument(k);
+        if (used != k.size() || id < 0) throw std::invalid_argument(k);
       } catch (const std::exception&) {
-        throw Error("'logit_bias' key '" + k + "' is not a token id");
+        bad_keys += (bad_keys.empty() ? "'" : ", '") + k + "'";
+        continue;
       }
       p.logit_bias[id] = std::clamp(v.get<float>(), -100.0f, 100.0f);
     }
+    if (!bad_keys.empty())
+      throw Error("'logit_bias' keys must be token ids; not token ids: " + bad_keys);
   }
   if (auto it = j.find("bad_words"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) type_error("bad_words", "an array of strings");

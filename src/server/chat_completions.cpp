@@ -13,7 +13,9 @@ namespace {
 
 struct ChatChoice {
   std::string content;
+  std::vector<int32_t> token_ids;
   int64_t num_tokens = 0;
+  int64_t num_cached_tokens = 0;
   ojson logprobs = ojson::array();
   ojson finish_reason = nullptr;
   ojson stop_reason = nullptr;
@@ -24,11 +26,22 @@ ojson envelope(const std::string& id, const char* object, int64_t created,
   return {{"id", id}, {"object", object}, {"created", created}, {"model", model}};
 }
 
-Usage usage_of(const ChatRequest& r, const std::vector<ChatChoice>& choices) {
+Usage usage_of(const ServingContext& ctx, const ChatRequest& r,
+               const std::vector<ChatChoice>& choices) {
   Usage u;
   u.prompt_tokens = static_cast<int64_t>(r.prompt.ids.size());
   for (const ChatChoice& c : choices) u.completion_tokens += c.num_tokens;
+  if (ctx.config.enable_prompt_tokens_details && choices.at(0).num_cached_tokens > 0)
+    u.cached_tokens = choices[0].num_cached_tokens;
   return u;
+}
+
+// One engine output into its choice: text, token ids, the prompt's cached tokens.
+void accumulate(ChatChoice& c, const RequestOutput& out) {
+  c.content += out.text_delta;
+  c.token_ids.insert(c.token_ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+  c.num_tokens += static_cast<int64_t>(out.new_token_ids.size());
+  c.num_cached_tokens = std::max<int64_t>(c.num_cached_tokens, out.num_cached_tokens);
 }
 
 class ChatEvents : public EventFormatter {
@@ -51,16 +64,28 @@ class ChatEvents : public EventFormatter {
     if (!r_.stream.include_usage) return;
     ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
     chunk["choices"] = ojson::array();
-    chunk["usage"] = usage_of(r_, choices_).to_json();
+    chunk["usage"] = usage_of(ctx_, r_, choices_).to_json();
     events.push_back(to_text(chunk));
   }
 
  private:
+  // The role deltas (with the prompt's ids when asked), then the echoed last message.
   void role_chunks(std::vector<std::string>& events) {
     for (int i = 0; i < r_.params.n; ++i) {
       ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
       chunk["choices"] = ojson::array({{{"index", i},
-                                        {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                        {"delta", {{"role", r_.role}, {"content", ""}}},
+                                        {"logprobs", nullptr},
+                                        {"finish_reason", nullptr}}});
+      if (r_.report.token_ids) chunk["prompt_token_ids"] = r_.prompt.ids;
+      add_usage(chunk);
+      events.push_back(to_text(chunk));
+    }
+    if (r_.echo.empty()) return;
+    for (int i = 0; i < r_.params.n; ++i) {
+      ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
+      chunk["choices"] = ojson::array({{{"index", i},
+                                        {"delta", {{"content", r_.echo}}},
                                         {"logprobs", nullptr},
                                         {"finish_reason", nullptr}}});
       add_usage(chunk);
@@ -70,16 +95,19 @@ class ChatEvents : public EventFormatter {
 
   void content_chunk(const TaggedOutput& o, std::vector<std::string>& events) {
     ChatChoice& c = choices_.at(o.out.index);
-    c.num_tokens += static_cast<int64_t>(o.out.new_token_ids.size());
+    accumulate(c, o.out);
     ojson lp = nullptr;
     if (r_.logprobs && !o.out.logprobs.empty())
-      lp = {{"content", chat_logprobs_content(o.out.logprobs, *ctx_.tokenizer, r_.top_logprobs)}};
-    if (o.out.text_delta.empty() && lp.is_null() && !o.out.finished) return;
+      lp = {{"content", chat_logprobs_content(o.out.logprobs, *ctx_.tokenizer, r_.top_logprobs,
+                                              r_.report.tokens_as_ids)}};
+    const bool new_ids = r_.report.token_ids && !o.out.new_token_ids.empty();
+    if (o.out.text_delta.empty() && lp.is_null() && !o.out.finished && !new_ids) return;
     ojson delta = ojson::object();
     if (!o.out.text_delta.empty()) delta["content"] = o.out.text_delta;
     ojson choice = {{"index", o.out.index}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)}};
     choice["finish_reason"] = o.out.finished ? ojson(o.out.finish_reason) : ojson(nullptr);
     if (o.out.finished) choice["stop_reason"] = stop_reason_json(o.out, r_.params);
+    if (r_.report.token_ids) choice["token_ids"] = o.out.new_token_ids;
     ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
     chunk["choices"] = ojson::array({std::move(choice)});
     add_usage(chunk);
@@ -88,7 +116,7 @@ class ChatEvents : public EventFormatter {
 
   void add_usage(ojson& chunk) const {
     if (r_.stream.include_usage && r_.stream.continuous_usage_stats)
-      chunk["usage"] = usage_of(r_, choices_).to_json();
+      chunk["usage"] = usage_of(ctx_, r_, choices_).to_json();
   }
 
   const ServingContext& ctx_;
@@ -104,8 +132,9 @@ class ChatEvents : public EventFormatter {
 void handle_chat_completions(ServingContext& ctx, const httplib::Request& req,
                              httplib::Response& res) {
   ChatRequest r = parse_chat_request(parse_body(req.body), ctx);
-  const std::string id = ctx.new_request_id("chatcmpl-");
-  auto gen = start_generation(ctx, id, {r.prompt}, r.params, r.priority);
+  const std::string id = response_id(ctx, req, r.request_id, "chatcmpl-");
+  auto gen =
+      start_generation(ctx, ctx.new_request_id("chatcmpl-"), {r.prompt}, r.params, r.priority);
   if (r.stream.stream) {
     stream_events(res, gen, std::make_shared<ChatEvents>(ctx, std::move(r), id));
     return;
@@ -115,10 +144,10 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req,
   while (!gen->done()) {
     for (const TaggedOutput& o : gen->next(std::chrono::milliseconds(1000))) {
       ChatChoice& c = choices.at(o.out.index);
-      c.content += o.out.text_delta;
-      c.num_tokens += static_cast<int64_t>(o.out.new_token_ids.size());
+      accumulate(c, o.out);
       if (r.logprobs)
-        for (auto& e : chat_logprobs_content(o.out.logprobs, *ctx.tokenizer, r.top_logprobs))
+        for (auto& e : chat_logprobs_content(o.out.logprobs, *ctx.tokenizer, r.top_logprobs,
+                                             r.report.tokens_as_ids))
           c.logprobs.push_back(std::move(e));
       if (!o.out.prompt_logprobs.empty() && prompt_logprobs.is_null())
         prompt_logprobs = prompt_logprobs_json(o.out.prompt_logprobs, *ctx.tokenizer);
@@ -132,19 +161,21 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req,
   ojson list = ojson::array();
   for (int i = 0; i < r.params.n; ++i) {
     ChatChoice& c = choices[i];
-    ojson message = {{"role", "assistant"},
-                     {"content", c.content},
+    ojson message = {{"role", r.role},
+                     {"content", r.echo + c.content},
                      {"tool_calls", ojson::array()},
                      {"reasoning_content", nullptr}};
     list.push_back({{"index", i},
                     {"message", std::move(message)},
                     {"logprobs", r.logprobs ? ojson({{"content", c.logprobs}}) : ojson(nullptr)},
                     {"finish_reason", c.finish_reason},
-                    {"stop_reason", c.stop_reason}});
+                    {"stop_reason", c.stop_reason},
+                    {"token_ids", r.report.token_ids ? ojson(c.token_ids) : ojson(nullptr)}});
   }
   body["choices"] = std::move(list);
-  body["usage"] = usage_of(r, choices).to_json();
+  body["usage"] = usage_of(ctx, r, choices).to_json();
   body["prompt_logprobs"] = std::move(prompt_logprobs);
+  body["prompt_token_ids"] = r.report.token_ids ? ojson(r.prompt.ids) : ojson(nullptr);
   set_json(res, body);
 }
 

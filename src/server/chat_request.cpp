@@ -62,6 +62,18 @@ ojson normalize_messages(const ojson& body) {
   return out;
 }
 
+// vLLM's role rule and chat echo: the reply continues the last message's role when no
+// generation prompt is added, and echo prepends the last message when it has that role.
+void read_role_and_echo(const ojson& body, ChatRequest& r) {
+  const bool continue_final = get_bool(body, "continue_final_message").value_or(false);
+  const ojson& last = body["messages"].back();
+  if (!get_bool(body, "add_generation_prompt").value_or(!continue_final))
+    r.role = last["role"].get<std::string>();
+  if (!get_bool(body, "echo").value_or(false)) return;
+  if (last["role"] == r.role && last.contains("content") && !last["content"].is_null())
+    r.echo = content_text(last["content"], body["messages"].size() - 1);
+}
+
 }  // namespace
 
 std::string render_chat(const ojson& body, const ServingContext& ctx) {
@@ -93,6 +105,8 @@ std::string render_chat(const ojson& body, const ServingContext& ctx) {
   }
   context["documents"] = body.contains("documents") ? body["documents"] : ojson(nullptr);
   context["add_generation_prompt"] = add_generation;
+  // As vLLM: the template sees the request's reasoning effort (gpt-oss style templates).
+  if (auto effort = get_string(body, "reasoning_effort")) context["reasoning_effort"] = *effort;
   context["bos_token"] = ctx.tokenizer->bos_token();
   context["eos_token"] = ctx.tokenizer->eos_token();
   if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
@@ -122,11 +136,14 @@ std::string render_chat(const ojson& body, const ServingContext& ctx) {
 
 ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx) {
   detail::require_object(body);
+  detail::warn_unknown_fields(body, true);
   detail::reject_unsupported(body);
   ChatRequest r;
   r.model = ctx.resolve_model(get_string(body, "model").value_or(""));
   r.stream = detail::stream_options(body);
-  r.priority = static_cast<int>(get_int(body, "priority").value_or(0));
+  r.report = detail::token_reporting(body);
+  r.priority = detail::read_priority(body, ctx);
+  r.request_id = get_string(body, "request_id").value_or("");
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
     if (!(tc->is_string() && (*tc == "none" || *tc == "auto")))
       throw bad_request("tool_choice other than 'none' or 'auto' is not supported", "tool_choice");
@@ -134,7 +151,7 @@ ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx) {
   r.params = detail::sampling_params(
       body, ctx, {"messages", "tools", "max_tokens", "max_completion_tokens", "logprobs",
                   "top_logprobs", "stream", "stream_options", "model", "chat_template",
-                  "chat_template_kwargs", "documents", "tool_choice"});
+                  "chat_template_kwargs", "documents", "tool_choice", "echo"});
   r.logprobs = get_bool(body, "logprobs").value_or(false);
   if (auto top = get_int(body, "top_logprobs")) {
     if (*top < 0 || *top > 20) throw bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
@@ -143,18 +160,25 @@ ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx) {
     r.top_logprobs = static_cast<int>(*top);
   }
   if (r.logprobs) r.params.logprobs = r.top_logprobs;
+  // vLLM: echo asks for prompt logprobs (top_logprobs of them) unless prompt_logprobs is set.
+  if (get_bool(body, "echo").value_or(false) && !r.params.prompt_logprobs && !r.stream.stream)
+    r.params.prompt_logprobs = r.top_logprobs;
   if (r.stream.stream && r.params.prompt_logprobs)
     throw bad_request("'prompt_logprobs' is not available when streaming", "prompt_logprobs");
   r.prompt.text = render_chat(body, ctx);
   r.prompt.ids = ctx.tokenizer->encode(r.prompt.text,
                                        get_bool(body, "add_special_tokens").value_or(false));
   if (r.prompt.ids.empty()) throw bad_request("the rendered conversation is empty", "messages");
+  read_role_and_echo(body, r);
   auto max_tokens = get_int(body, "max_completion_tokens");
   const char* field = "max_completion_tokens";
   if (!max_tokens) {
     max_tokens = get_int(body, "max_tokens");
     field = "max_tokens";
   }
+  std::vector<Prompt> prompts = {std::move(r.prompt)};
+  detail::truncate_prompts(body, prompts, ctx, max_tokens, field);
+  r.prompt = std::move(prompts[0]);
   r.prompt.max_tokens = detail::resolve_max_tokens(max_tokens, r.prompt.ids.size(),
                                                    ctx.max_model_len, field, "messages");
   r.params.max_tokens = r.prompt.max_tokens;

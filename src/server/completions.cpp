@@ -13,7 +13,9 @@ namespace {
 
 struct Choice {
   bool started = false;
+  bool prompt_ids_sent = false;  // streaming with return_token_ids
   std::string text;
+  std::vector<int32_t> token_ids;
   int64_t num_tokens = 0;
   std::optional<CompletionLogprobs> logprobs;
   ojson prompt_logprobs = nullptr;
@@ -25,7 +27,7 @@ struct Choice {
 class CompletionAssembler {
  public:
   CompletionAssembler(const ServingContext& ctx, const CompletionRequest& r)
-      : ctx_(ctx), r_(r), choices_(r.prompts.size() * r.params.n) {}
+      : ctx_(ctx), r_(r), choices_(r.prompts.size() * r.params.n), cached_(r.prompts.size()) {}
 
   Choice& choice(const TaggedOutput& o) { return choices_.at(o.prompt_index * r_.params.n + o.out.index); }
   int index(const TaggedOutput& o) const { return o.prompt_index * r_.params.n + o.out.index; }
@@ -34,9 +36,11 @@ class CompletionAssembler {
     Choice& c = choice(o);
     const Prompt& prompt = r_.prompts.at(o.prompt_index);
     std::string added;
+    if (o.out.index == 0)
+      cached_[o.prompt_index] = std::max<int64_t>(cached_[o.prompt_index], o.out.num_cached_tokens);
     if (!c.started) {
       c.started = true;
-      if (r_.logprobs) c.logprobs.emplace(*ctx_.tokenizer);
+      if (r_.logprobs) c.logprobs.emplace(*ctx_.tokenizer, r_.report.tokens_as_ids);
       if (r_.echo) {
         added = prompt.text;
         if (c.logprobs)
@@ -52,6 +56,7 @@ class CompletionAssembler {
     if (!r_.discard_output) {
       added += o.out.text_delta;
       c.num_tokens += static_cast<int64_t>(o.out.new_token_ids.size());
+      c.token_ids.insert(c.token_ids.end(), o.out.new_token_ids.begin(), o.out.new_token_ids.end());
       if (c.logprobs)
         for (const StepLogprobs& lp : o.out.logprobs) c.logprobs->add(lp, *r_.logprobs);
     }
@@ -67,6 +72,9 @@ class CompletionAssembler {
     Usage u;
     for (const Prompt& p : r_.prompts) u.prompt_tokens += static_cast<int64_t>(p.ids.size());
     for (const Choice& c : choices_) u.completion_tokens += c.num_tokens;
+    int64_t cached = 0;
+    for (int64_t n : cached_) cached += n;
+    if (ctx_.config.enable_prompt_tokens_details && cached > 0) u.cached_tokens = cached;
     return u;
   }
   std::vector<Choice>& choices() { return choices_; }
@@ -75,6 +83,7 @@ class CompletionAssembler {
   const ServingContext& ctx_;
   const CompletionRequest& r_;
   std::vector<Choice> choices_;
+  std::vector<int64_t> cached_;  // per prompt: its prompt tokens found in the prefix cache
 };
 
 ojson envelope(const std::string& id, int64_t created, const std::string& model) {
@@ -91,12 +100,20 @@ class CompletionEvents : public EventFormatter {
     Choice& c = asm_.choice(o);
     ojson lp = nullptr;
     if (c.logprobs && !c.logprobs->empty()) lp = c.logprobs->take();
-    if (text.empty() && lp.is_null() && !o.out.finished) return;
+    const bool ids = r_.report.token_ids;
+    const bool new_ids = ids && !r_.discard_output && !o.out.new_token_ids.empty();
+    if (text.empty() && lp.is_null() && !o.out.finished && !new_ids && (!ids || c.prompt_ids_sent))
+      return;
     ojson choice = {{"index", asm_.index(o)},
                     {"text", text},
                     {"logprobs", std::move(lp)},
                     {"finish_reason", c.finish_reason},
                     {"stop_reason", c.stop_reason}};
+    if (ids) {  // vLLM: the prompt's ids with a choice's first chunk, then each chunk's new ids
+      if (!c.prompt_ids_sent) choice["prompt_token_ids"] = r_.prompts.at(o.prompt_index).ids;
+      c.prompt_ids_sent = true;
+      choice["token_ids"] = r_.discard_output ? std::vector<int32_t>{} : o.out.new_token_ids;
+    }
     ojson chunk = envelope(id_, created_, r_.model);
     chunk["choices"] = ojson::array({std::move(choice)});
     if (r_.stream.include_usage && r_.stream.continuous_usage_stats)
@@ -123,8 +140,8 @@ class CompletionEvents : public EventFormatter {
 
 void handle_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
   CompletionRequest r = parse_completion_request(parse_body(req.body), ctx);
-  const std::string id = ctx.new_request_id("cmpl-");
-  auto gen = start_generation(ctx, id, r.prompts, r.params, r.priority);
+  const std::string id = response_id(ctx, req, r.request_id, "cmpl-");
+  auto gen = start_generation(ctx, ctx.new_request_id("cmpl-"), r.prompts, r.params, r.priority);
   if (r.stream.stream) {
     stream_events(res, gen, std::make_shared<CompletionEvents>(ctx, std::move(r), id));
     return;
@@ -135,13 +152,18 @@ void handle_completions(ServingContext& ctx, const httplib::Request& req, httpli
   ojson body = envelope(id, unix_time(), r.model);
   ojson choices = ojson::array();
   int index = 0;
-  for (Choice& c : assembler.choices())
+  const bool ids = r.report.token_ids;
+  for (Choice& c : assembler.choices()) {
+    const Prompt& prompt = r.prompts.at(index / r.params.n);
     choices.push_back({{"index", index++},
                        {"text", c.text},
                        {"logprobs", c.logprobs ? c.logprobs->take() : ojson(nullptr)},
                        {"finish_reason", c.finish_reason},
                        {"stop_reason", c.stop_reason},
-                       {"prompt_logprobs", c.prompt_logprobs}});
+                       {"token_ids", ids ? ojson(c.token_ids) : ojson(nullptr)},
+                       {"prompt_logprobs", c.prompt_logprobs},
+                       {"prompt_token_ids", ids ? ojson(prompt.ids) : ojson(nullptr)}});
+  }
   body["choices"] = std::move(choices);
   body["usage"] = assembler.usage().to_json();
   set_json(res, body);

@@ -5,6 +5,7 @@
 
 #include "engine/params_json.h"
 #include "server/api_error.h"
+#include "server/log.h"
 #include "server/protocol_detail.h"
 #include "server/serving.h"
 
@@ -29,8 +30,9 @@ ojson parse_body(const std::string& body) {
 std::optional<bool> get_bool(const ojson& body, const char* field) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) throw bad_request(std::string("'") + field + "' must be a boolean", field);
-  return it->get<bool>();
+  // pydantic's lax mode: "true", "False", "yes", 0 and 1 are booleans too.
+  if (auto v = lax_bool(*it)) return v;
+  throw bad_request(std::string("'") + field + "' must be a boolean", field);
 }
 
 std::optional<int64_t> get_int(const ojson& body, const char* field) {
@@ -57,13 +59,80 @@ void require_object(const ojson& body) {
   if (!body.is_object()) throw bad_request("the request body must be a JSON object");
 }
 
+namespace {
+
+// vLLM's request fields for both endpoints (protocol.py), each handled below or refused.
+constexpr const char* kSharedFields[] = {
+    "model", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n",
+    "presence_penalty", "response_format", "seed", "stop", "stream", "stream_options",
+    "temperature", "top_p", "user", "best_of", "use_beam_search", "top_k", "min_p",
+    "repetition_penalty", "length_penalty", "stop_token_ids", "include_stop_str_in_output",
+    "ignore_eos", "min_tokens", "skip_special_tokens", "spaces_between_special_tokens",
+    "truncate_prompt_tokens", "truncation_side", "allowed_token_ids", "prompt_logprobs",
+    "bad_words", "echo", "add_special_tokens", "structured_outputs", "guided_json",
+    "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend",
+    "guided_whitespace_pattern", "structural_tag", "priority", "request_id",
+    "logits_processors", "return_tokens_as_token_ids", "return_token_ids", "cache_salt",
+    "kv_transfer_params", "vllm_xargs"};
+constexpr const char* kCompletionFields[] = {"prompt", "suffix", "prompt_embeds"};
+constexpr const char* kChatFields[] = {
+    "messages", "top_logprobs", "max_completion_tokens", "tools", "tool_choice",
+    "reasoning_effort", "include_reasoning", "parallel_tool_calls", "add_generation_prompt",
+    "continue_final_message", "documents", "chat_template", "chat_template_kwargs",
+    "mm_processor_kwargs"};
+
+bool set(const ojson& body, const char* field) {
+  auto it = body.find(field);
+  return it != body.end() && !it->is_null();
+}
+
+// Set and not an empty list or object.
+bool non_empty(const ojson& body, const char* field) {
+  return set(body, field) && !((body[field].is_array() || body[field].is_object()) &&
+                               body[field].empty());
+}
+
+}  // namespace
+
+void warn_unknown_fields(const ojson& body, bool chat) {
+  std::string unknown;
+  for (const auto& [k, v] : body.items()) {
+    bool known = false;
+    for (const char* f : kSharedFields) known = known || k == f;
+    if (chat)
+      for (const char* f : kChatFields) known = known || k == f;
+    else
+      for (const char* f : kCompletionFields) known = known || k == f;
+    if (!known) unknown += (unknown.empty() ? "'" : ", '") + k + "'";
+  }
+  if (!unknown.empty())
+    log_warning("The following fields were present in the request but ignored: {" + unknown +
+                "}");
+}
+
 void reject_unsupported(const ojson& body) {
+  // Guided decoding, prefix-cache salts, KV transfer, extension arguments, per-request logits
+  // processors and multimodal inputs do nothing here: a 400 rather than silence.
   for (const char* f : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                        "structured_outputs", "suffix", "prompt_embeds"}) {
-    auto it = body.find(f);
-    if (it != body.end() && !it->is_null())
+                        "guided_decoding_backend", "guided_whitespace_pattern",
+                        "structural_tag", "structured_outputs", "suffix", "prompt_embeds",
+                        "cache_salt", "kv_transfer_params"}) {
+    if (set(body, f))
       throw bad_request(std::string("'") + f + "' is not supported by this server", f);
   }
+  for (const char* f : {"logits_processors", "vllm_xargs", "mm_processor_kwargs"}) {
+    if (non_empty(body, f))
+      throw bad_request(std::string("'") + f + "' is not supported by this server", f);
+  }
+  // Fields with no effect here, as in vLLM (no beam search, no reasoning parser, fast
+  // tokenizers), still get their types checked.
+  for (const char* f : {"spaces_between_special_tokens", "include_reasoning",
+                        "parallel_tool_calls"})
+    get_bool(body, f);
+  if (set(body, "length_penalty") && !body["length_penalty"].is_number())
+    throw bad_request("'length_penalty' must be a number", "length_penalty");
+  get_string(body, "user");
+  get_string(body, "request_id");
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
     if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
       throw bad_request("'response_format' must be an object with a 'type'", "response_format");
@@ -98,6 +167,49 @@ SamplingParams sampling_params(const ojson& body, const ServingContext& ctx,
   if (p.n < 1 || p.n > ctx.config.max_n)
     throw bad_request("'n' must be in [1, " + std::to_string(ctx.config.max_n) + "]", "n");
   return p;
+}
+
+TokenReporting token_reporting(const ojson& body) {
+  return {get_bool(body, "return_token_ids").value_or(false),
+          get_bool(body, "return_tokens_as_token_ids").value_or(false)};
+}
+
+int read_priority(const ojson& body, const ServingContext& ctx) {
+  const int64_t priority = get_int(body, "priority").value_or(0);
+  if (priority != 0 && !ctx.config.engine.priority_policy)
+    throw bad_request("Got priority " + std::to_string(priority) +
+                          " but Priority scheduling is not enabled.", "priority");
+  if (priority < std::numeric_limits<int>::min() || priority > std::numeric_limits<int>::max())
+    throw bad_request("'priority' is out of range", "priority");
+  return static_cast<int>(priority);
+}
+
+void truncate_prompts(const ojson& body, std::vector<Prompt>& prompts, const ServingContext& ctx,
+                      std::optional<int64_t> max_tokens, const char* max_tokens_field) {
+  const auto side = get_string(body, "truncation_side");
+  if (side && *side != "left" && *side != "right")
+    throw bad_request("'truncation_side' must be 'left' or 'right'", "truncation_side");
+  auto keep = get_int(body, "truncate_prompt_tokens");
+  if (!keep) return;
+  if (*keep < -1)
+    throw bad_request("'truncate_prompt_tokens' must be at least -1", "truncate_prompt_tokens");
+  const int64_t max_input = ctx.max_model_len - std::max<int64_t>(max_tokens.value_or(0), 0);
+  if (*keep == -1) keep = max_input;
+  if (*keep == 0)
+    throw bad_request("truncate_prompt_tokens=0 leaves an empty prompt", "truncate_prompt_tokens");
+  if (*keep > max_input)
+    throw bad_request("truncate_prompt_tokens=" + std::to_string(*keep) +
+                          " cannot be greater than max_model_len - " + max_tokens_field +
+                          " = " + std::to_string(max_input) +
+                          ". Please request a smaller truncation size.",
+                      "truncate_prompt_tokens");
+  for (Prompt& p : prompts) {
+    if (static_cast<int64_t>(p.ids.size()) <= *keep) continue;
+    const auto n = static_cast<ptrdiff_t>(*keep);
+    if (side.value_or("left") == "left") p.ids.erase(p.ids.begin(), p.ids.end() - n);
+    else p.ids.resize(static_cast<size_t>(n));
+    p.text = ctx.tokenizer->decode(p.ids, false);
+  }
 }
 
 StreamOptions stream_options(const ojson& body) {
@@ -188,12 +300,15 @@ std::vector<Prompt> read_prompts(const ojson& body, const ServingContext& ctx) {
 
 CompletionRequest parse_completion_request(const ojson& body, const ServingContext& ctx) {
   detail::require_object(body);
+  detail::warn_unknown_fields(body, false);
   detail::reject_unsupported(body);
   CompletionRequest r;
   r.model = ctx.resolve_model(get_string(body, "model").value_or(""));
   r.stream = detail::stream_options(body);
   r.echo = get_bool(body, "echo").value_or(false);
-  r.priority = static_cast<int>(get_int(body, "priority").value_or(0));
+  r.report = detail::token_reporting(body);
+  r.priority = detail::read_priority(body, ctx);
+  r.request_id = get_string(body, "request_id").value_or("");
   r.params = detail::sampling_params(body, ctx, {"prompt", "max_tokens", "logprobs", "echo",
                                                  "stream", "stream_options", "model"});
   if (auto lp = get_int(body, "logprobs")) {
@@ -214,6 +329,7 @@ CompletionRequest parse_completion_request(const ojson& body, const ServingConte
     r.discard_output = true;
     max_tokens = 1;
   }
+  detail::truncate_prompts(body, r.prompts, ctx, max_tokens, "max_tokens");
   for (Prompt& p : r.prompts)
     p.max_tokens = detail::resolve_max_tokens(max_tokens, p.ids.size(), ctx.max_model_len,
                                               "max_tokens", "prompt");

@@ -26,6 +26,13 @@ struct StreamOptions {
   bool continuous_usage_stats = false;
 };
 
+// What both endpoints report beyond text: vLLM's return_token_ids (prompt_token_ids and per
+// choice token_ids) and return_tokens_as_token_ids (logprob tokens as "token_id:N").
+struct TokenReporting {
+  bool token_ids = false;
+  bool tokens_as_ids = false;
+};
+
 struct CompletionRequest {
   std::string model;  // the served name to report
   std::vector<Prompt> prompts;
@@ -34,6 +41,8 @@ struct CompletionRequest {
   bool echo = false;
   bool discard_output = false;  // max_tokens = 0 with echo: generate one token, report none
   std::optional<int> logprobs;  // top alternatives per token, OpenAI completions format
+  TokenReporting report;
+  std::string request_id;  // vLLM's request_id (the response id), "" when not given
   int priority = 0;
 };
 
@@ -44,6 +53,11 @@ struct ChatRequest {
   StreamOptions stream;
   bool logprobs = false;
   int top_logprobs = 0;
+  TokenReporting report;
+  // vLLM's response role: "assistant" with a generation prompt, else the last message's role.
+  std::string role = "assistant";
+  std::string echo;  // echo: the last message's content when its role is `role`, else ""
+  std::string request_id;
   int priority = 0;
 };
 

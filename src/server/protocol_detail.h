@@ -1,18 +1,30 @@
 // Helpers shared by the completions and chat request parsers (not for routes).
 #pragma once
 #include <initializer_list>
+#include <optional>
+#include <vector>
 
 #include "server/protocol.h"
 
 namespace vllm::server::detail {
 
 void require_object(const ojson& body);
+// Logs vLLM's warning for fields the endpoint does not know (they are ignored, as in vLLM).
+void warn_unknown_fields(const ojson& body, bool chat);
 // guided decoding, suffix, non-text response_format, best_of != n: 400 rather than ignored.
 void reject_unsupported(const ojson& body);
 // SamplingParams from the body's vLLM fields, minus `skip`; n checked against the server cap.
 SamplingParams sampling_params(const ojson& body, const ServingContext& ctx,
                                std::initializer_list<const char*> skip);
 StreamOptions stream_options(const ojson& body);
+TokenReporting token_reporting(const ojson& body);
+// priority, refused (as vLLM does) unless the server schedules by priority.
+int read_priority(const ojson& body, const ServingContext& ctx);
+// vLLM's truncate_prompt_tokens (-1: all the room `max_tokens` leaves) and truncation_side
+// ("left", the default, keeps the last tokens; "right" the first). Applied before the
+// context-length check; a cut prompt's text becomes its decoded ids (for echo).
+void truncate_prompts(const ojson& body, std::vector<Prompt>& prompts, const ServingContext& ctx,
+                      std::optional<int64_t> max_tokens, const char* max_tokens_field);
 // vLLM's context-length rules: the prompt must leave room; an absent max_tokens means "the
 // rest of the context".
 int resolve_max_tokens(std::optional<int64_t> requested, size_t prompt_len, int max_model_len,

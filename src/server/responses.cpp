@@ -22,7 +22,8 @@ ojson utf8_bytes(const std::string& s) {
 
 }  // namespace
 
-std::string token_text(const Tokenizer& tokenizer, int32_t token) {
+std::string token_text(const Tokenizer& tokenizer, int32_t token, bool as_id) {
+  if (as_id) return "token_id:" + std::to_string(token);
   return tokenizer.decode(std::span<const int32_t>(&token, 1), false);
 }
 
@@ -30,7 +31,8 @@ ojson Usage::to_json() const {
   return {{"prompt_tokens", prompt_tokens},
           {"total_tokens", prompt_tokens + completion_tokens},
           {"completion_tokens", completion_tokens},
-          {"prompt_tokens_details", nullptr}};
+          {"prompt_tokens_details",
+           cached_tokens ? ojson({{"cached_tokens", *cached_tokens}}) : ojson(nullptr)}};
 }
 
 ojson stop_reason_json(const RequestOutput& out, const SamplingParams& params) {
@@ -46,13 +48,18 @@ ojson stop_reason_json(const RequestOutput& out, const SamplingParams& params) {
   return s;
 }
 
-CompletionLogprobs::CompletionLogprobs(const Tokenizer& tokenizer, size_t initial_offset)
-    : tok_(tokenizer), offset_(initial_offset) {
+CompletionLogprobs::CompletionLogprobs(const Tokenizer& tokenizer, bool tokens_as_ids,
+                                       size_t initial_offset)
+    : tok_(tokenizer), tokens_as_ids_(tokens_as_ids), offset_(initial_offset) {
   take();
 }
 
+std::string CompletionLogprobs::text(int32_t token) const {
+  return token_text(tok_, token, tokens_as_ids_);
+}
+
 void CompletionLogprobs::push(int32_t token, std::optional<double> logprob, ojson top) {
-  const std::string text = token_text(tok_, token);
+  const std::string text = this->text(token);
   text_offset_.push_back(offset_);
   offset_ += utf8_chars(text);
   tokens_.push_back(text);
@@ -63,9 +70,9 @@ void CompletionLogprobs::push(int32_t token, std::optional<double> logprob, ojso
 void CompletionLogprobs::add(const StepLogprobs& lp, int num_top) {
   // vLLM's dict: the sampled token first, then the best alternatives (one entry per string).
   ojson top = ojson::object();
-  top[token_text(tok_, lp.chosen.token)] = clamp_logprob(lp.chosen.logprob);
+  top[text(lp.chosen.token)] = clamp_logprob(lp.chosen.logprob);
   for (int i = 0; i < num_top && i < static_cast<int>(lp.top.size()); ++i) {
-    const std::string t = token_text(tok_, lp.top[i].token);
+    const std::string t = text(lp.top[i].token);
     if (!top.contains(t)) top[t] = clamp_logprob(lp.top[i].logprob);
   }
   push(lp.chosen.token, lp.chosen.logprob, std::move(top));
@@ -90,13 +97,13 @@ ojson CompletionLogprobs::take() {
 }
 
 ojson chat_logprobs_content(const std::vector<StepLogprobs>& steps, const Tokenizer& tokenizer,
-                            int num_top) {
+                            int num_top, bool tokens_as_ids) {
   ojson content = ojson::array();
   for (const StepLogprobs& lp : steps) {
-    const std::string t = token_text(tokenizer, lp.chosen.token);
+    const std::string t = token_text(tokenizer, lp.chosen.token, tokens_as_ids);
     ojson top = ojson::array();
     for (int i = 0; i < num_top && i < static_cast<int>(lp.top.size()); ++i) {
-      const std::string alt = token_text(tokenizer, lp.top[i].token);
+      const std::string alt = token_text(tokenizer, lp.top[i].token, tokens_as_ids);
       top.push_back({{"token", alt},
                      {"logprob", clamp_logprob(lp.top[i].logprob)},
                      {"bytes", utf8_bytes(alt)}});

@@ -15,6 +15,9 @@ namespace vllm::server {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  // prompt_tokens_details.cached_tokens: vLLM's, with --enable-prompt-tokens-details and a
+  // prefix-cache hit (else the details are null).
+  std::optional<int64_t> cached_tokens;
   ojson to_json() const;
 };
 
@@ -25,7 +28,9 @@ ojson stop_reason_json(const RequestOutput& out, const SamplingParams& params);
 // token strings from `initial_offset`, as vLLM does.
 class CompletionLogprobs {
  public:
-  CompletionLogprobs(const Tokenizer& tokenizer, size_t initial_offset = 0);
+  // tokens_as_ids: return_tokens_as_token_ids, tokens written "token_id:N".
+  CompletionLogprobs(const Tokenizer& tokenizer, bool tokens_as_ids = false,
+                     size_t initial_offset = 0);
   void add(const StepLogprobs& lp, int num_top);
   void add_prompt(int32_t token, const std::optional<StepLogprobs>& lp, int num_top);
   bool empty() const { return tokens_.empty(); }
@@ -34,18 +39,21 @@ class CompletionLogprobs {
 
  private:
   void push(int32_t token, std::optional<double> logprob, ojson top);
+  std::string text(int32_t token) const;
   const Tokenizer& tok_;
+  bool tokens_as_ids_;
   size_t offset_;
   ojson tokens_, token_logprobs_, top_logprobs_, text_offset_;
 };
 
 // Chat-format entries for `steps`, each with its `num_top` best alternatives.
 ojson chat_logprobs_content(const std::vector<StepLogprobs>& steps, const Tokenizer& tokenizer,
-                            int num_top);
+                            int num_top, bool tokens_as_ids = false);
 // vLLM's prompt_logprobs: per prompt token null or {"<id>": {logprob, rank, decoded_token}}.
 ojson prompt_logprobs_json(const std::vector<std::optional<StepLogprobs>>& lps,
                            const Tokenizer& tokenizer);
 
-std::string token_text(const Tokenizer& tokenizer, int32_t token);
+// The token's text, or "token_id:N" when `as_id` (vLLM's return_tokens_as_token_ids).
+std::string token_text(const Tokenizer& tokenizer, int32_t token, bool as_id = false);
 
 }  // namespace vllm::server

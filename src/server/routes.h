@@ -31,6 +31,10 @@ void handle_version(ServingContext& ctx, const httplib::Request& req, httplib::R
 std::shared_ptr<Generation> start_generation(ServingContext& ctx, const std::string& id,
                                              const std::vector<Prompt>& prompts,
                                              const SamplingParams& params, int priority);
+// vLLM's response id: prefix + the X-Request-Id header, else the body's request_id, else a
+// fresh id. Engine requests keep their own unique ids.
+std::string response_id(ServingContext& ctx, const httplib::Request& req,
+                        const std::string& request_id, const char* prefix);
 void set_json(httplib::Response& res, const ojson& body, int status = 200);
 // Compact JSON text; invalid UTF-8 (never expected) becomes U+FFFD instead of an exception.
 std::string to_text(const ojson& body);

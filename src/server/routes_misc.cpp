@@ -21,6 +21,13 @@ std::string to_text(const ojson& body) {
   return body.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
+std::string response_id(ServingContext& ctx, const httplib::Request& req,
+                        const std::string& request_id, const char* prefix) {
+  if (req.has_header("X-Request-Id")) return prefix + req.get_header_value("X-Request-Id");
+  if (!request_id.empty()) return prefix + request_id;
+  return ctx.new_request_id(prefix);
+}
+
 void set_json(httplib::Response& res, const ojson& body, int status) {
   res.status = status;
   res.set_content(to_text(body), "application/json");

@@ -28,6 +28,7 @@ struct ServerConfig {
   int max_n = 128;                   // cap on n and on choices of one request
   bool access_log = true;            // one line per HTTP request (uvicorn's)
   bool log_stats = true;             // throughput and cache lines every 10 s while busy
+  bool enable_prompt_tokens_details = false;  // usage.prompt_tokens_details.cached_tokens
   EngineConfig engine;
 };
 

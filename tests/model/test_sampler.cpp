@@ -39,6 +39,30 @@ TEST(Sampler, GreedyAndTopKOne) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(once(p).token, 1);
 }
 
+TEST(Sampler, AllowedIdsMaskRandomSamplingAndKeepTheHostPath) {
+  // vLLM masks every other id before sampling: the two least likely ids are all that can come,
+  // with top-k, top-p, min-p and penalties too, in proportion to their own probabilities.
+  SamplingParams p;
+  p.allowed_token_ids = {0, 3};
+  EXPECT_FALSE(p.plain());  // the GPU's plain sampler would not see the mask
+  std::map<int32_t, int> seen;
+  SamplerState st(p, std::vector<int32_t>{}, 7);
+  for (int i = 0; i < 400; ++i) ++seen[draw(p, st).token];
+  ASSERT_EQ(seen.size(), 2u);
+  // exp(1) / (exp(1) + exp(-1)) = 0.88 of the draws are id 0.
+  EXPECT_NEAR(seen[0] / 400.0, 0.881, 0.05);
+  p.top_k = 1;
+  p.top_p = 0.5f;
+  p.min_p = 0.2f;
+  p.presence_penalty = 1.0f;
+  SamplerState st2(p, std::vector<int32_t>{}, 7);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(draw(p, st2).token, 0);
+  p = greedy();
+  p.allowed_token_ids = {4};
+  p.logit_bias = {{1, 100.0f}};  // a bias cannot bring back a masked id
+  EXPECT_EQ(once(p).token, 4);
+}
+
 TEST(Sampler, AllowedIdsBiasAndBadWords) {
   SamplingParams p = greedy();
   p.allowed_token_ids = {3, 4};

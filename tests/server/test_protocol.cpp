@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "model/load.h"
 #include "server/api_error.h"
@@ -33,6 +34,23 @@ class ProtocolTest : public ::testing::Test {
       return e.status();
     }
     return 200;
+  }
+  // The ApiError of a completions body that must fail: its param and its message.
+  std::string param_of(const std::string& body) {
+    try {
+      parse_completion_request(parse_body(body), ctx_);
+    } catch (const ApiError& e) {
+      return e.param().value_or("(none)");
+    }
+    return "(accepted)";
+  }
+  std::string message_of(const std::string& body) {
+    try {
+      parse_completion_request(parse_body(body), ctx_);
+    } catch (const ApiError& e) {
+      return e.what();
+    }
+    return "(accepted)";
   }
   LoadedModel model_;
   ServingContext ctx_;
@@ -119,6 +137,113 @@ TEST_F(ProtocolTest, ContinueFinalMessageCutsAfterItsContent) {
                      "continue_final_message": true, "add_generation_prompt": false})"),
       ctx_);
   EXPECT_TRUE(r.prompt.text.ends_with("Hello, I am"));
+}
+
+TEST_F(ProtocolTest, StringBooleansAsPydanticReadsThem) {
+  auto r = parse_completion_request(
+      parse_body(R"({"prompt": "x", "echo": "true", "ignore_eos": "Yes", "stream": "1",
+                     "skip_special_tokens": "off", "return_token_ids": 1})"), ctx_);
+  EXPECT_TRUE(r.echo);
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_TRUE(r.stream.stream);
+  EXPECT_FALSE(r.params.skip_special_tokens);
+  EXPECT_TRUE(r.report.token_ids);
+  EXPECT_EQ(param_of(R"({"prompt": "x", "echo": "maybe"})"), "echo");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "ignore_eos": 2})"), "ignore_eos");
+}
+
+TEST_F(ProtocolTest, SeedIsASigned64BitInteger) {
+  auto r = parse_completion_request(
+      parse_body(R"({"prompt": "x", "seed": 9223372036854775807})"), ctx_);
+  EXPECT_EQ(r.params.seed, 9223372036854775807ull);
+  r = parse_completion_request(parse_body(R"({"prompt": "x", "seed": -1})"), ctx_);
+  EXPECT_EQ(r.params.seed, ~0ull);
+  for (const char* seed : {"9223372036854775808", "-9223372036854775809", "1e30"}) {
+    const std::string body = std::string(R"({"prompt": "x", "seed": )") + seed + "}";
+    EXPECT_EQ(param_of(body), "seed") << seed;
+    EXPECT_NE(message_of(body).find("[-9223372036854775808, 9223372036854775807]"),
+              std::string::npos) << seed;
+  }
+  EXPECT_EQ(param_of(R"({"prompt": "x", "seed": 1.5})"), "seed");
+}
+
+TEST_F(ProtocolTest, LogitBiasNamesEveryBadKey) {
+  const std::string msg = message_of(R"({"prompt": "x", "logit_bias": {"a": 1, "5": 1, "-2": 1}})");
+  EXPECT_NE(msg.find("'a'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'-2'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("'5'"), std::string::npos) << msg;
+  EXPECT_EQ(param_of(R"({"prompt": "x", "allowed_token_ids": []})"), "allowed_token_ids");
+}
+
+TEST_F(ProtocolTest, TruncatePromptTokens) {
+  auto with_ten = [](const std::string& fields) {
+    std::string b = R"({"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])";
+    b += fields;
+    return b;
+  };
+  auto r = parse_completion_request(parse_body(with_ten(R"(, "truncate_prompt_tokens": 4})")),
+                                    ctx_);
+  EXPECT_EQ(r.prompts[0].ids, (std::vector<int32_t>{7, 8, 9, 10}));  // the last 4: "left"
+  EXPECT_EQ(r.prompts[0].text, model_.tokenizer->decode(r.prompts[0].ids, false));
+  r = parse_completion_request(
+      parse_body(with_ten(R"(, "truncate_prompt_tokens": 4, "truncation_side": "right"})")),
+      ctx_);
+  EXPECT_EQ(r.prompts[0].ids, (std::vector<int32_t>{1, 2, 3, 4}));
+  r = parse_completion_request(parse_body(with_ten(R"(, "truncate_prompt_tokens": 20})")), ctx_);
+  EXPECT_EQ(r.prompts[0].ids.size(), 10u);  // shorter prompts stay whole
+  // -1: as many as max_model_len - max_tokens (64 - 16) leaves; more than that is an error.
+  std::string long_prompt = "[1";
+  for (int i = 2; i <= 60; ++i) long_prompt.append(",").append(std::to_string(i));
+  long_prompt += "]";
+  r = parse_completion_request(
+      parse_body(R"({"prompt": )" + long_prompt + R"(, "truncate_prompt_tokens": -1})"), ctx_);
+  EXPECT_EQ(r.prompts[0].ids.size(), 48u);
+  EXPECT_EQ(r.prompts[0].ids.front(), 13);
+  EXPECT_EQ(param_of(with_ten(R"(, "truncate_prompt_tokens": 49})")), "truncate_prompt_tokens");
+  EXPECT_EQ(param_of(with_ten(R"(, "truncate_prompt_tokens": -2})")), "truncate_prompt_tokens");
+  EXPECT_EQ(param_of(with_ten(R"(, "truncation_side": "middle"})")), "truncation_side");
+  auto c = parse_chat_request(
+      parse_body(R"({"messages": [{"role": "user", "content": "Hello there, how are you?"}],
+                     "truncate_prompt_tokens": 5, "max_tokens": 3})"), ctx_);
+  EXPECT_EQ(c.prompt.ids.size(), 5u);
+}
+
+TEST_F(ProtocolTest, ChatEchoAndRole) {
+  auto r = parse_chat_request(
+      parse_body(R"({"messages": [{"role": "user", "content": "Hi"},
+                                  {"role": "assistant", "content": "Hello, I am"}],
+                     "continue_final_message": true, "echo": true})"), ctx_);
+  EXPECT_EQ(r.role, "assistant");
+  EXPECT_EQ(r.echo, "Hello, I am");
+  EXPECT_EQ(r.params.prompt_logprobs, 0);  // vLLM: echo asks for prompt logprobs
+  // With a generation prompt the reply is the assistant's: a last user message is not echoed.
+  r = parse_chat_request(
+      parse_body(R"({"messages": [{"role": "user", "content": "Hi"}], "echo": true})"), ctx_);
+  EXPECT_EQ(r.role, "assistant");
+  EXPECT_EQ(r.echo, "");
+  // Without one the reply continues the last message's role.
+  r = parse_chat_request(
+      parse_body(R"({"messages": [{"role": "user", "content": "Hi"}], "echo": true,
+                     "add_generation_prompt": false})"), ctx_);
+  EXPECT_EQ(r.role, "user");
+  EXPECT_EQ(r.echo, "Hi");
+}
+
+TEST_F(ProtocolTest, FieldsWithoutAnEffectHereAreRefused) {
+  const std::map<std::string, std::string> refused = {
+      {"cache_salt", R"("x")"},         {"kv_transfer_params", R"({"a": 1})"},
+      {"structural_tag", R"("x")"},     {"guided_decoding_backend", R"("x")"},
+      {"vllm_xargs", R"({"a": 1})"},    {"logits_processors", R"(["m.P"])"}};
+  for (const auto& [f, value] : refused)
+    EXPECT_EQ(param_of(R"({"prompt": "x", ")" + f + R"(": )" + value + "}"), f);
+  EXPECT_EQ(param_of(R"({"prompt": "x", "priority": 1})"), "priority");  // fcfs server
+  EXPECT_EQ(status_of(R"({"prompt": "x", "logits_processors": [], "user": "u",
+                          "length_penalty": 1.0, "spaces_between_special_tokens": true})"), 200);
+  auto r = parse_completion_request(
+      parse_body(R"({"prompt": "x", "return_tokens_as_token_ids": true, "request_id": "abc"})"),
+      ctx_);
+  EXPECT_TRUE(r.report.tokens_as_ids);
+  EXPECT_EQ(r.request_id, "abc");
 }
 
 TEST(ProtocolBody, DepthAndSyntax) {
