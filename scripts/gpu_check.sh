@@ -2,8 +2,8 @@
 # Runs on the GPU machine, from the repository root, over binaries packed by
 # scripts/gpu_pack.sh: the CUDA op and model tests, then the benchmarks of docs/benchmarks.md.
 # Results: $OUT/gpu_results.jsonl (one JSON object per figure) and logs under $OUT.
-#   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput profile
-#   (default: all but profile)
+#   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput profile kv
+#   (default: all but profile and kv; kv needs SHAPES=gemma3-4b made by the models stage)
 # Environment: SHAPES (models), NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT, THROUGHPUT_FLAGS,
 # PROFILE_MODEL, PROFILE_LAUNCHES.
 set -uo pipefail
@@ -80,6 +80,18 @@ if has profile; then
     --launch-count "${PROFILE_LAUNCHES:-1000}" \
     $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --max-tokens 40 --ignore-eos -q \
     --enforce-eager "Hello" 2>"$OUT/profile_$m.log" | python3 tools/ncu_summary.py | tee "$OUT/profile_$m.txt"
+fi
+if has kv; then
+  # KV cache capacity of the Gemma-3-4B shape at 8k context, hybrid groups against every
+  # layer keeping its blocks, in the same budget: the startup summary of an offline run.
+  log kv
+  m=gemma3-4b
+  printf '{"prompt": "Hello", "max_tokens": 8}\n' > "$OUT/kv_prompts.jsonl"
+  for flag in "" --disable-hybrid-kv-cache-manager; do
+    $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --input "$OUT/kv_prompts.jsonl" \
+      --output "$OUT/kv_out.jsonl" --max-model-len 8192 --kv-cache-memory "${KV_BUDGET:-16GiB}" \
+      $flag 2>&1 | grep "KV cache size" | sed "s/^/$m ${flag:-hybrid}: /" | tee -a "$OUT/kv.txt"
+  done
 fi
 if has hf; then
   log hf

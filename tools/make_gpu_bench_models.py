@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Random-weight Llama checkpoints shaped like Llama-3.2-1B and Llama-3.1-8B, for the CUDA
-benchmarks. Made with transformers on the GPU machine (no download: random init, bf16), saved
-as safetensors + config.json, with the Llama-3 tokenizer files beside them when given, so that
-the same directory is read by our loader and by transformers.
+"""Random-weight checkpoints shaped like Llama-3.2-1B, Llama-3.1-8B and Gemma-3-4B (text), for
+the CUDA benchmarks. Made with transformers on the GPU machine (no download: random init,
+bf16), saved as safetensors + config.json, with the tokenizer files beside them when given, so
+that the same directory is read by our loader and by transformers.
 
     python3 tools/make_gpu_bench_models.py --out /tmp/models [--tokenizer DIR] [--shapes 1b,8b]
+    (shapes: 1b, 8b, gemma3-4b)
 """
 import argparse
 import json
@@ -13,10 +14,21 @@ import shutil
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 
 LLAMA3_ROPE = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}
+LLAMA = dict(vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
+             rms_norm_eps=1e-5, bos_token_id=128000, eos_token_id=128001)
+# Gemma-3-4B's text tower: five sliding-window layers (1,024 tokens) to one global layer.
+GEMMA3_4B = dict(
+    vocab_size=262208, hidden_size=2560, intermediate_size=10240, num_hidden_layers=34,
+    num_attention_heads=8, num_key_value_heads=4, head_dim=256, query_pre_attn_scalar=256,
+    sliding_window=1024, max_position_embeddings=131072, rms_norm_eps=1e-6,
+    rope_parameters={
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+    bos_token_id=2, eos_token_id=1)
 SHAPES = {
     "1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                num_attention_heads=32, num_key_value_heads=8, head_dim=64,
@@ -24,6 +36,7 @@ SHAPES = {
     "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                num_attention_heads=32, num_key_value_heads=8, head_dim=128,
                tie_word_embeddings=False, rope_scaling=dict(LLAMA3_ROPE, factor=8.0)),
+    "gemma3-4b": GEMMA3_4B,
 }
 
 
@@ -36,12 +49,15 @@ def main():
     for name in args.shapes.split(","):
         t0 = time.time()
         torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
-                          rms_norm_eps=1e-5, bos_token_id=128000, eos_token_id=128001,
-                          torch_dtype="bfloat16", **SHAPES[name])
+        if name.startswith("gemma3"):
+            cfg = Gemma3TextConfig(torch_dtype="bfloat16", **SHAPES[name])
+            cls, d = Gemma3ForCausalLM, name
+        else:
+            cfg = LlamaConfig(torch_dtype="bfloat16", **LLAMA, **SHAPES[name])
+            cls, d = LlamaForCausalLM, "llama-" + name
         with torch.device("cuda"):
-            model = LlamaForCausalLM(cfg).to(torch.bfloat16)
-        d = os.path.join(args.out, "llama-" + name)
+            model = cls(cfg).to(torch.bfloat16)
+        d = os.path.join(args.out, d)
         model.save_pretrained(d, safe_serialization=True, max_shard_size="5GB")
         if args.tokenizer:
             for f in ("tokenizer.json", "tokenizer_config.json"):

@@ -154,6 +154,9 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "KV cache budget, e.g. 1GiB (default 1GiB)");
   cmd->add_option("--block-size", args->engine.block_size)->check(CLI::IsMember({8, 16, 32, 64, 128}));
   cmd->add_flag("--no-enable-prefix-caching", args->no_prefix_caching);
+  cmd->add_flag("--disable-hybrid-kv-cache-manager",
+                args->engine.disable_hybrid_kv_cache_manager,
+                "Windowed layers keep every block, as global layers do");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs for decode steps");
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,

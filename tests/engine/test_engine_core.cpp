@@ -405,25 +405,26 @@ TEST(HybridEngine, PrefixCacheHitsAcrossGroups) {
   EXPECT_GE(core.stats().prefix_cache_hits - hits_before, 40);  // the prefix's 10 blocks
 }
 
-// The engine on CUDA (f32 tiny checkpoint: f32 weights and KV, so CPU and GPU agree to ~1e-6)
-// gives the CPU's greedy tokens for 13 concurrent requests of mixed lengths under memory
-// pressure: chunked prefill, preemption, decode steps replayed from padded CUDA graphs (13
-// rows run as 16), the GPU argmax, and the eager path for comparison.
-TEST(CudaEngine, GreedyMatchesCpuWithGraphsAndPressure) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
-  LoadedModel cpu = load_model("fixtures/tiny/llama");
-  auto prompts = random_prompts(13, 3, 70, 384, 21);
+// `fixture` (an f32 tiny checkpoint: f32 weights and KV, so CPU and GPU agree to ~1e-6) on
+// CUDA, with decode graphs and eager, gives the CPU's greedy tokens for `prompts` under the
+// memory pressure of a cache of `kv_tokens` tokens per group: chunked prefill, preemption,
+// padded graph replays.
+namespace {
+void expect_cuda_matches_cpu(const std::string& fixture,
+                             const std::vector<std::vector<int32_t>>& prompts, int kv_tokens,
+                             int max_num_batched_tokens) {
+  LoadedModel cpu = load_model(fixture);
   SamplingParams p = greedy(40);
   EngineConfig cfg;
   cfg.max_model_len = 128;
   cfg.block_size = 4;
-  cfg.max_num_batched_tokens = 64;
-  cfg.kv_cache_memory = 300 * cpu.model->kv_bytes_per_token();
+  cfg.max_num_batched_tokens = max_num_batched_tokens;
+  cfg.kv_cache_memory = kv_tokens * cpu.model->kv_bytes_per_token();
   EngineCore ref(*cpu.model, nullptr, cfg);
   for (size_t i = 0; i < prompts.size(); ++i) ref.add_request(std::to_string(i), prompts[i], p);
   const auto want = run_all(ref);
   for (bool eager : {false, true}) {
-    LoadedModel gpu = load_model("fixtures/tiny/llama", {}, Device{DeviceKind::Cuda, 0});
+    LoadedModel gpu = load_model(fixture, {}, Device{DeviceKind::Cuda, 0});
     gpu.model->set_enforce_eager(eager);
     EngineCore core(*gpu.model, nullptr, cfg);
     for (size_t i = 0; i < prompts.size(); ++i) core.add_request(std::to_string(i), prompts[i], p);
@@ -433,6 +434,21 @@ TEST(CudaEngine, GreedyMatchesCpuWithGraphsAndPressure) {
     EXPECT_GT(core.stats().num_preemptions, 0) << "the tight cache should have preempted";
     EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
   }
+}
+}  // namespace
+
+// Llama: 13 concurrent requests of mixed lengths (13 decode rows run as a graph of 16), the
+// GPU argmax, and the eager path for comparison.
+TEST(CudaEngine, GreedyMatchesCpuWithGraphsAndPressure) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  expect_cuda_matches_cpu("fixtures/tiny/llama", random_prompts(13, 3, 70, 384, 21), 300, 64);
+}
+
+// Gemma-3: three KV cache groups (one global, two windowed) through the per-group block
+// tables of the eager path and of the padded decode graphs.
+TEST(CudaEngine, HybridGroupsMatchCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  expect_cuda_matches_cpu("fixtures/tiny/gemma3", random_prompts(9, 3, 60, 384, 5), 400, 48);
 }
 
 // Sampling on the GPU (runtime/ops.h sample_rows): a seeded request with temperature, top-k

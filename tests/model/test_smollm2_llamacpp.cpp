@@ -27,6 +27,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "llamacpp_fixture.h"
 #include "model/generator.h"
 #include "model/load.h"
 #include "runtime/cpu/isa.h"
@@ -116,32 +117,6 @@ TEST(SmolLM2, StepLogitsEqualLlamaCpp) {
 TEST(SmolLM2, FreeRunningGreedyMatchesLlamaCpp) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/setup.sh)";
   if (!bit_exact_build()) GTEST_SKIP() << "scalar CPU build: not llama.cpp's summation order";
-  constexpr double kNearTie = 0.05;
   LoadedModel m = load_model(kModel);
-  Generator gen(*m.model, 512);
-  const nlohmann::json ref = reference();
-  int exact = 0, near_ties = 0;
-  for (const auto& c : ref["cases"]) {
-    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-    const auto want = c["greedy_ids"].get<std::vector<int32_t>>();
-    const auto gaps = c["top2_gap"].get<std::vector<double>>();
-    GenerateOptions opts;
-    opts.max_tokens = static_cast<int>(want.size());
-    opts.ignore_eos = true;
-    const auto got = gen.generate(prompt, opts);
-    size_t i = 0;
-    while (i < want.size() && i < got.size() && got[i] == want[i]) ++i;
-    if (i == want.size()) {
-      ++exact;
-    } else if (gaps[i] < kNearTie) {
-      ++near_ties;
-      std::printf("near tie: %s diverges at step %zu (llama.cpp top-2 gap %.4f)\n",
-                  c["prompt"].dump().c_str(), i, gaps[i]);
-    } else {
-      ADD_FAILURE() << c["prompt"].dump() << " diverges at step " << i << " (llama.cpp top-2 gap "
-                    << gaps[i] << ")";
-    }
-  }
-  std::printf("free-running vs llama.cpp: %d of %zu identical, %d near ties\n", exact,
-              ref["cases"].size(), near_ties);
+  llamacpp_check::expect_free_running_matches(*m.model, reference());
 }

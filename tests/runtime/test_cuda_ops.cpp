@@ -220,6 +220,17 @@ TEST_F(CudaOps, NormsAddsActivations) {
   silu_and_mul(gu, act);
   silu_and_mul(gu.to(kGpu), act_g);
   EXPECT_LT(rel_err(host(act_g), act), 1e-6);
+  // gelu_tanh_and_mul (the CPU's is checked against transformers by the Gemma-3 fixture)
+  gelu_tanh_and_mul(gu, act);
+  gelu_tanh_and_mul(gu.to(kGpu), act_g);
+  EXPECT_LT(rel_err(host(act_g), act), 1e-6);
+  // scale, in place on a strided view
+  Tensor wide = randn({T, 2 * D});
+  Tensor wide_g = wide.to(kGpu);
+  Tensor half = wide.slice(1, D, D), half_g = wide_g.slice(1, D, D);
+  scale(half, 0.3f);
+  scale(half_g, 0.3f);
+  EXPECT_EQ(rel_err(host(wide_g), wide), 0.0);
   Tensor logits = randn({T, 1001}, 4.0f), sm = Tensor::empty({T, 1001}, DType::F32);
   Tensor sm_g = Tensor::empty({T, 1001}, DType::F32, kGpu);
   softmax(logits, sm);
