@@ -89,8 +89,11 @@ struct ModelConfig {
 };
 
 // inv_freq for the rotated pairs of one head, after the configured scaling, and the cos/sin
-// multiplier (YaRN's and LongRoPE's attention factor; 1 otherwise). max_model_len picks
-// LongRoPE's long factors when it is beyond the original context.
+// multiplier (YaRN's and LongRoPE's attention factor; 1 otherwise). LongRoPE takes its long
+// factors when the context served (max_model_len, else max_position_embeddings) reaches past
+// the original one: one choice for every token, so a rotation never depends on the batch.
+// The decoder passes no max_model_len yet: a LongRoPE model with a longer
+// max_position_embeddings rotates by its long factors even when served shorter.
 struct RopeTables {
   std::vector<float> inv_freq;
   float mscale = 1.0f;

@@ -86,7 +86,7 @@ RopeTables compute_rope_tables(const RopeSpec& rope, int head_dim, int max_posit
   }
   if (s.type == "longrope") {
     // One divisor per pair: the long factors when the context served reaches past the
-    // original one (vLLM's static choice, so a token's rotation never depends on its batch).
+    // original one (a static choice, so a token's rotation never depends on its batch).
     const int orig = s.original_max_position_embeddings;
     const int served = max_model_len > 0 ? max_model_len : max_position_embeddings;
     const std::vector<double>& ext = served > orig ? s.long_factor : s.short_factor;
