@@ -306,30 +306,42 @@ TEST(EngineCoreText, StopStringsStreamCleanly) {
   EXPECT_EQ(m.tokenizer->decode(ids, true), " Paris");
 }
 
+namespace {
+const std::vector<int32_t> kWindowPrompt = {5, 9, 200, 31, 77, 12, 140, 3, 66, 90, 18, 250};
+
+// The single-sequence driver's greedy continuation (it keeps every block): the reference for
+// an engine that releases blocks behind windows.
+std::vector<int32_t> full_cache_greedy(const DecoderModel& model, int n) {
+  Generator gen(model, 256);
+  GenerateOptions opts;
+  opts.max_tokens = n;
+  opts.ignore_eos = true;
+  return gen.generate(kWindowPrompt, opts);
+}
+
+EngineConfig four_token_blocks() {
+  EngineConfig cfg;
+  cfg.block_size = 4;
+  cfg.max_model_len = 128;
+  return cfg;
+}
+}  // namespace
+
 // Mistral (every layer windowed, window 8): the engine releases blocks behind the window and
 // still produces the tokens of the full-cache single-sequence driver.
 TEST(SlidingWindowEngine, ReleasesBlocksAndMatchesFullCache) {
   LoadedModel m = load_model("fixtures/tiny/mistral");
   ASSERT_EQ(m.config().layers.at(0).sliding_window, 8);
-  const std::vector<int32_t> prompt = {5, 9, 200, 31, 77, 12, 140, 3, 66, 90, 18, 250};
-  Generator gen(*m.model, 256);
-  GenerateOptions opts;
-  opts.max_tokens = 100;
-  opts.ignore_eos = true;
-  const auto want = gen.generate(prompt, opts);
-
-  EngineConfig cfg;
-  cfg.block_size = 4;
-  cfg.max_model_len = 128;
+  const EngineConfig cfg = four_token_blocks();
   EngineCore core(*m.model, nullptr, cfg);
-  core.add_request("a", prompt, greedy(100));
+  core.add_request("a", kWindowPrompt, greedy(100));
   std::vector<int32_t> got;
   double peak_usage = 0;
   while (core.has_unfinished()) {
     for (const auto& o : core.step()) got.insert(got.end(), o.new_token_ids.begin(), o.new_token_ids.end());
     peak_usage = std::max(peak_usage, core.stats().kv_cache_usage);
   }
-  EXPECT_EQ(got, want);
+  EXPECT_EQ(got, full_cache_greedy(*m.model, 100));
   // 112 tokens in blocks of 4 would hold 28 blocks with full attention; the window keeps ~4.
   const int usable = core.kv_capacity().num_tokens / cfg.block_size;
   EXPECT_LE(peak_usage * usable, 6.0) << "blocks behind the window were not released";
@@ -346,18 +358,9 @@ TEST(HybridEngine, WindowedGroupsHoldOnlyTheWindow) {
   EXPECT_EQ(groups[0].sliding_window, 0);
   EXPECT_EQ(groups[0].layers, std::vector<int>{1});
   EXPECT_EQ(groups[1].sliding_window, 8);
-  const std::vector<int32_t> prompt = {5, 9, 200, 31, 77, 12, 140, 3, 66, 90, 18, 250};
-  Generator gen(*m.model, 256);
-  GenerateOptions opts;
-  opts.max_tokens = 100;
-  opts.ignore_eos = true;
-  const auto want = gen.generate(prompt, opts);
-
-  EngineConfig cfg;
-  cfg.block_size = 4;
-  cfg.max_model_len = 128;
+  const EngineConfig cfg = four_token_blocks();
   EngineCore core(*m.model, nullptr, cfg);
-  core.add_request("a", prompt, greedy(100));
+  core.add_request("a", kWindowPrompt, greedy(100));
   std::vector<int32_t> got;
   int most_windowed = 0, most_global = 0;
   while (core.has_unfinished()) {
@@ -366,11 +369,11 @@ TEST(HybridEngine, WindowedGroupsHoldOnlyTheWindow) {
     for (size_t g = 0; g < tables.size(); ++g) {
       const int live = static_cast<int>(std::count_if(
           tables[g].begin(), tables[g].end(), [](int id) { return id != core::kNullBlockId; }));
-      (groups[g].sliding_window ? most_windowed : most_global) =
-          std::max(live, groups[g].sliding_window ? most_windowed : most_global);
+      int& most = groups[g].sliding_window ? most_windowed : most_global;
+      most = std::max(most, live);
     }
   }
-  EXPECT_EQ(got, want);
+  EXPECT_EQ(got, full_cache_greedy(*m.model, 100));
   EXPECT_LE(most_windowed, 8 / cfg.block_size + 1);
   EXPECT_EQ(most_global, 28);  // 112 tokens in blocks of 4
   EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
@@ -385,9 +388,7 @@ TEST(HybridEngine, PrefixCacheHitsAcrossGroups) {
   for (int i = 0; i < 40; ++i) prefix.push_back(3 + (i * 37) % 380);
   std::vector<int32_t> second = prefix;
   second.insert(second.end(), {7, 8, 9});
-  EngineConfig cfg;
-  cfg.block_size = 4;
-  cfg.max_model_len = 128;
+  const EngineConfig cfg = four_token_blocks();
   std::vector<int32_t> want;
   {
     EngineConfig no_cache = cfg;

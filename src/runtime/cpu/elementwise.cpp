@@ -99,22 +99,24 @@ void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& para
   });
 }
 
-void CpuBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
+namespace {
+// out[r] = gated(gate_up[r, :F], gate_up[r, F:], out[r], F) for every row.
+template <typename Gated>
+void gated_rows(const Tensor& gate_up, Tensor& out, Gated gated) {
   const int64_t f = out.size(-1);
   for_rows(out.size(0), [&](int64_t r) {
     const float* g = frow(gate_up, r);
-    const float* u = g + f;
-    float* o = frow(out, r);
-    ggml_order::swiglu(g, u, o, f);
+    gated(g, g + f, frow(out, r), f);
   });
+}
+}  // namespace
+
+void CpuBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
+  gated_rows(gate_up, out, ggml_order::swiglu);
 }
 
 void CpuBackend::gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) {
-  const int64_t f = out.size(-1);
-  for_rows(out.size(0), [&](int64_t r) {
-    const float* g = frow(gate_up, r);
-    const float* u = g + f;
-    float* o = frow(out, r);
+  gated_rows(gate_up, out, [](const float* g, const float* u, float* o, int64_t f) {
     for (int64_t i = 0; i < f; ++i) o[i] = gelu_tanh(g[i]) * u[i];
   });
 }
