@@ -40,7 +40,12 @@ void expect_limit(const std::string& tmpl, const std::string& limit,
   SCOPED_TRACE(tmpl);
   const Outcome o = render_with(tmpl, limits, ctx);
   EXPECT_EQ(o.kind, kRenderLimitError) << o.message;
-  EXPECT_NE(o.message.find("exceeded the " + limit + " limit"), std::string::npos) << o.message;
+  bool named = o.message.find("exceeded the " + limit + " limit") != std::string::npos;
+#if defined(__SANITIZE_ADDRESS__)
+  // Sanitizers slow each step several times: the 1 s clock may end a long render first.
+  named |= limit == "step" && o.message.find("exceeded the time limit") != std::string::npos;
+#endif
+  EXPECT_TRUE(named) << o.message;
   EXPECT_LT(o.seconds, 3.0);
 }
 
