@@ -147,7 +147,9 @@ TEST_P(ChatTemplateFixture, StaysFarBelowTheDefaultRenderLimits) {
   EXPECT_LT(fixture_steps * 1000, limits.max_steps);
   EXPECT_LT(worst.steps * 20, limits.max_steps);
   EXPECT_LT(worst.output_bytes * 20, limits.max_output_bytes);
-  EXPECT_LT(worst.elapsed * 10, limits.max_time);  // wall time is noisy; sanitizers slow it
+#if !defined(__SANITIZE_ADDRESS__)  // Debug + sanitizer wall times say nothing about Release
+  EXPECT_LT(worst.elapsed * 10, limits.max_time);
+#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, ChatTemplateFixture, ::testing::ValuesIn(fixture_names()),
