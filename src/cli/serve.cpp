@@ -1,5 +1,6 @@
 // `vllm-cpp serve [MODEL]`: the OpenAI-compatible server, with vLLM's flags where they apply
 // to this engine (CPU-only flags are accepted and explained, unsupported values refused).
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -87,6 +88,18 @@ void add_serve(CLI::App& app) {
                   "Model name(s) clients use (default: MODEL)");
   cmd->add_option("--api-key", c.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
   cmd->add_option("--chat-template", a->chat_template, "Chat template file (or template text)");
+  cmd->add_flag("--trust-request-chat-template", c.trust_request_chat_template,
+                "Render a 'chat_template' sent in a request (refused with 400 otherwise)");
+  cmd->add_option("--chat-template-max-steps", c.render_limits.max_steps,
+                  "Interpreter steps one chat template render may take")
+      ->check(CLI::Range(uint64_t{1000}, uint64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--chat-template-max-output-bytes", c.render_limits.max_output_bytes,
+                  "Largest rendered prompt (and string built on the way) of one render")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 34))->capture_default_str();
+  cmd->add_option_function<double>("--chat-template-timeout", [a](double s) {
+        const auto ms = static_cast<int64_t>(s * 1000);
+        a->config.render_limits.max_time = std::chrono::milliseconds(ms);
+      }, "Seconds one chat template render may take (default 1)")->check(CLI::Range(0.001, 3600.0));
   cmd->add_option("--max-model-len", c.engine.max_model_len,
                   "Prompt + output tokens per request (default: the model's)")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--max-num-seqs", c.engine.max_num_seqs, "Requests running at once")

@@ -30,6 +30,61 @@ std::string content_text(const ojson& content, size_t i) {
   return text;
 }
 
+std::string json_type(const ojson& v) {
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "a list";
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  return "null";
+}
+
+// OpenAI's tool schema, as vLLM's pydantic models check it: a list of {"type": "function"
+// (the default), "function": {"name": str, "description": str?, "parameters": object?,
+// "strict": bool?}}; other keys are tolerated.
+void validate_tools(const ojson& tools) {
+  if (!tools.is_array())
+    throw bad_request("'tools' must be a list, not " + json_type(tools), "tools");
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& tool = tools[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    if (!tool.is_object())
+      throw bad_request("'" + where + "' must be an object, not " + json_type(tool), "tools");
+    if (auto type = tool.find("type"); type != tool.end() && *type != "function")
+      throw bad_request("'" + where + ".type' must be 'function', not " + type->dump(), "tools");
+    auto fn = tool.find("function");
+    if (fn == tool.end() || fn->is_null())
+      throw bad_request("'" + where + ".function' is required", "tools");
+    if (!fn->is_object())
+      throw bad_request("'" + where + ".function' must be an object, not " + json_type(*fn),
+                        "tools");
+    auto name = fn->find("name");
+    if (name == fn->end() || name->is_null())
+      throw bad_request("'" + where + ".function.name' is required", "tools");
+    if (!name->is_string())
+      throw bad_request("'" + where + ".function.name' must be a string, not " +
+                        json_type(*name), "tools");
+    auto optional = [&](const char* key, bool (ojson::*is)() const noexcept, const char* what) {
+      auto it = fn->find(key);
+      if (it != fn->end() && !it->is_null() && !((*it).*is)())
+        throw bad_request("'" + where + ".function." + key + "' must be " + what + ", not " +
+                          json_type(*it), "tools");
+    };
+    optional("description", &ojson::is_string, "a string");
+    optional("parameters", &ojson::is_object, "an object");
+    optional("strict", &ojson::is_boolean, "a boolean");
+  }
+}
+
+// The limit named in a RenderLimitError, with the flag that raises it.
+std::string limit_hint(const std::string& message) {
+  if (message.find("step limit") != std::string::npos) return " (--chat-template-max-steps)";
+  if (message.find("size limit") != std::string::npos)
+    return " (--chat-template-max-output-bytes)";
+  if (message.find("time limit") != std::string::npos) return " (--chat-template-timeout)";
+  return "";
+}
+
 ojson normalize_messages(const ojson& body) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) throw bad_request("'messages' is required", "messages");
@@ -84,7 +139,28 @@ std::string render_chat(const ojson& body, const ServingContext& ctx) {
     throw bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
                       "continue_final_message");
   std::optional<ChatTemplate> request_template;
-  if (auto src = get_string(body, "chat_template")) {
+  std::optional<std::string> request_source = get_string(body, "chat_template");
+  const ojson* kwargs = nullptr;
+  if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
+    if (!kw->is_object())
+      throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    kwargs = &*kw;
+  }
+  // As vLLM: a template from the request (or smuggled in through the kwargs) runs only on a
+  // server that was told to trust it.
+  const bool kwargs_template = kwargs && kwargs->contains("chat_template") &&
+                               !(*kwargs)["chat_template"].is_null();
+  if ((request_source || kwargs_template) && !ctx.config.trust_request_chat_template)
+    throw bad_request("a chat template was passed with the request, but the server was not "
+                      "started with --trust-request-chat-template; the untrusted template is "
+                      "refused", "chat_template");
+  if (!request_source && kwargs_template) {
+    if (!(*kwargs)["chat_template"].is_string())
+      throw bad_request("'chat_template_kwargs.chat_template' must be a string",
+                        "chat_template_kwargs");
+    request_source = (*kwargs)["chat_template"].get<std::string>();
+  }
+  if (const auto& src = request_source) {
     try {
       request_template = ChatTemplate::parse(*src);
     } catch (const Error& e) {
@@ -100,7 +176,7 @@ std::string render_chat(const ojson& body, const ServingContext& ctx) {
   context["messages"] = messages;
   context["tools"] = nullptr;
   if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
-    if (!tools->is_array()) throw bad_request("'tools' must be a list", "tools");
+    validate_tools(*tools);
     context["tools"] = *tools;
   }
   context["documents"] = body.contains("documents") ? body["documents"] : ojson(nullptr);
@@ -109,15 +185,18 @@ std::string render_chat(const ojson& body, const ServingContext& ctx) {
   if (auto effort = get_string(body, "reasoning_effort")) context["reasoning_effort"] = *effort;
   context["bos_token"] = ctx.tokenizer->bos_token();
   context["eos_token"] = ctx.tokenizer->eos_token();
-  if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
-    if (!kw->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-    for (const auto& [k, v] : kw->items())
-      if (k != "messages") context[k] = v;
+  if (kwargs) {
+    for (const auto& [k, v] : kwargs->items())
+      if (k != "messages" && k != "chat_template") context[k] = v;
   }
+  RenderLimits limits = ctx.config.render_limits;
+  limits.cancelled = [&ctx] { return ctx.abort_all.load(); };
   std::string text;
   try {
-    text = tmpl->render(context);
+    text = tmpl->render(context, limits);
   } catch (const TemplateError& e) {
+    if (e.kind() == kRenderLimitError)
+      throw bad_request(std::string(e.what()) + limit_hint(e.what()), "messages");
     throw bad_request(std::string("chat template error: ") + e.what(), "messages");
   } catch (const Error& e) {
     throw bad_request(std::string("chat template error: ") + e.what(), "messages");

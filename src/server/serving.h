@@ -23,6 +23,8 @@ struct ServerConfig {
   int port = 8000;
   std::string api_key;               // empty: no auth
   std::string chat_template;         // template source overriding the tokenizer's
+  bool trust_request_chat_template = false;  // else a request's own template gets 400
+  RenderLimits render_limits;        // every chat template render, server or request template
   size_t max_body_bytes = size_t(32) << 20;
   int drain_timeout_s = 30;          // SIGTERM: time in-flight requests get before an abort
   int max_n = 128;                   // cap on n and on choices of one request

@@ -8,12 +8,15 @@
 #include <string>
 
 #include "tokenizer/jinja_error.h"  // TemplateError
+#include "tokenizer/render_limits.h"
 
 namespace vllm {
 
 namespace jinja {
 struct Template;
 }
+
+inline constexpr const char* kRenderLimitError = "RenderLimitError";
 
 class ChatTemplate {
  public:
@@ -26,9 +29,12 @@ class ChatTemplate {
 
   // context: {"messages": [...], "tools": [...] | null, "add_generation_prompt": bool,
   // "bos_token": "...", "eos_token": "...", any extra template kwargs}. Throws TemplateError
-  // (kind() names jinja2's exception) for raise_exception() and render-time errors.
-  std::string render(const nlohmann::ordered_json& context) const;
-  std::string render(const nlohmann::ordered_json& context, const Clock& clock) const;
+  // (kind() names jinja2's exception) for raise_exception() and render-time errors, and with
+  // kind() == kRenderLimitError when the render exceeds `limits`.
+  std::string render(const nlohmann::ordered_json& context,
+                     const RenderLimits& limits = {}) const;
+  std::string render(const nlohmann::ordered_json& context, const Clock& clock,
+                     const RenderLimits& limits = {}, RenderStats* stats = nullptr) const;
 
   const std::string& source() const { return source_; }
 

@@ -66,10 +66,12 @@ void Scope::set(const std::string& name, Value value) {
   }
 }
 
-Evaluator::Evaluator(std::shared_ptr<Scope> root, std::function<std::tm()> now)
-    : scope_(std::move(root)), now_(std::move(now)) {}
+Evaluator::Evaluator(std::shared_ptr<Scope> root, std::function<std::tm()> now,
+                     const RenderLimits& limits)
+    : scope_(std::move(root)), now_(std::move(now)), budget_(limits) {}
 
 Evaluator::Frame::Frame(Evaluator& ev) : ev_(ev) {
+  ev_.budget_.step();
   if (++ev_.frames_ > kMaxFrames) {
     --ev_.frames_;
     raise("RecursionError", "maximum recursion depth exceeded");
@@ -99,24 +101,39 @@ Evaluator::Flow Evaluator::exec(const Body& body, std::string& out) {
   return Flow::Normal;
 }
 
+// Text written to the render output, a macro's output or a captured block: all of them are
+// bounded by the output size cap.
+void Evaluator::append(std::string& out, std::string_view text) {
+  budget_.grow(out.size() + text.size(), text.size());
+  out += text;
+}
+
 Evaluator::Flow Evaluator::exec_node(const Node& n, std::string& out) {
   Frame frame(*this);
   using NK = Node::Kind;
   switch (n.kind) {
-    case NK::Text: out += n.text; break;
+    case NK::Text: append(out, n.text); break;
     case NK::Output: {
       // jinja2 first tries to evaluate a {{ }} expression at compile time (as_const); when
       // that is impossible or raises, the run-time evaluation below decides.
+      // Folding reads only literals, so a node that was not constant once never is.
       std::optional<Value> v;
-      folding_output_ = true;
-      try {
-        v = eval(*n.expr);
-      } catch (const NotConstant&) {
-      } catch (const TemplateError&) {
+      if (!not_constant_.contains(&n)) {
+        folding_output_ = true;
+        try {
+          v = eval(*n.expr);
+        } catch (const NotConstant&) {
+          not_constant_.insert(&n);
+        } catch (const TemplateError& e) {
+          if (e.kind() == kLimitErrorKind) {
+            folding_output_ = false;
+            throw;
+          }
+        }
+        folding_output_ = false;
       }
-      folding_output_ = false;
       if (!v) v = eval(*n.expr);
-      out += v->to_str();
+      append(out, v->to_str());
       break;
     }
     case NK::If: return exec(eval(*n.expr).truthy() ? n.body : n.else_body, out);
@@ -129,7 +146,7 @@ Evaluator::Flow Evaluator::exec_node(const Node& n, std::string& out) {
     case NK::FilterBlock: {
       std::string inner;
       exec(n.body, inner);
-      out += eval_filter_chain(*n.expr, Value(std::move(inner))).to_str();
+      append(out, eval_filter_chain(*n.expr, Value(std::move(inner))).to_str());
       break;
     }
     case NK::With: {
@@ -162,6 +179,7 @@ Evaluator::Flow Evaluator::exec_for(const Node& n, std::string& out) {
   auto last_changed = std::make_shared<std::optional<Value>>();  // loop.changed() state
   const auto length = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < length; ++i) {
+    budget_.step();  // an iteration with an empty body is work too
     auto scope = child_of(scope_);
     Dict loop;
     loop.reserve(14);
@@ -305,7 +323,8 @@ Value Evaluator::eval_item(const Expr& e) {
     if (!folding_output_) return get_slice(obj, start, stop, step);
     try {  // constant folding goes through jinja2's forgiving getitem
       return get_slice(obj, start, stop, step);
-    } catch (const TemplateError&) {
+    } catch (const TemplateError& e) {
+      if (e.kind() == kLimitErrorKind) throw;
       return Value::undefined(obj.object_type_repr() + " has no element slice(" + start.repr() + ", " +
                               stop.repr() + ", " + step.repr() + ")");
     }
@@ -384,7 +403,7 @@ Value Evaluator::eval(const Expr& e) {
     }
     case EK::Concat: {
       std::string s;
-      for (const auto& a : e.args) s += eval(*a).to_str();
+      for (const auto& a : e.args) append(s, eval(*a).to_str());
       return Value(std::move(s));
     }
     case EK::And: {

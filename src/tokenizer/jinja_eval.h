@@ -8,10 +8,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "tokenizer/jinja_ast.h"
+#include "tokenizer/jinja_budget.h"
 #include "tokenizer/jinja_value.h"
 
 namespace vllm::jinja {
@@ -27,7 +29,9 @@ struct Scope {
 class Evaluator {
  public:
   // `root` holds the render context; its parent the globals. `now` backs strftime_now().
-  Evaluator(std::shared_ptr<Scope> root, std::function<std::tm()> now);
+  // `limits` bound the whole render (they must outlive the evaluator).
+  Evaluator(std::shared_ptr<Scope> root, std::function<std::tm()> now,
+            const RenderLimits& limits);
   ~Evaluator();
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
@@ -39,11 +43,13 @@ class Evaluator {
   // Namespaces are the only mutable values, so only they can form reference cycles
   // ({% set ns.me = ns %}); the evaluator empties them when the render ends.
   void adopt(const std::shared_ptr<Namespace>& ns) { namespaces_.push_back(ns); }
+  Budget& budget() { return budget_; }
 
  private:
   enum class Flow { Normal, Break, Continue };
   Flow exec(const Body& body, std::string& out);
   Flow exec_node(const Node& n, std::string& out);
+  void append(std::string& out, std::string_view text);
   Flow exec_for(const Node& n, std::string& out);
   void exec_set(const Node& n, std::string& out);
   Value make_macro(const Node& n);
@@ -70,9 +76,11 @@ class Evaluator {
   };
 
   std::vector<std::weak_ptr<Namespace>> namespaces_;
+  Budget budget_;
   int frames_ = 0;
   int depth_ = 0;
   bool folding_output_ = false;  // trying jinja2's compile-time evaluation of a {{ }}
+  std::unordered_set<const Node*> not_constant_;  // {{ }} nodes whose folding failed
 };
 
 // ---- operators and lookups (jinja_ops.cpp) ----

@@ -51,7 +51,11 @@ Value f_tojson(Evaluator&, const Value& v, CallArgs& a) {
   JsonOptions o;
   o.ensure_ascii = p[0].truthy();
   if (p[1].is_string()) o.indent = p[1].str();
-  else if (p[1].is_int()) o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, p[1].as_int())), ' ');
+  else if (p[1].is_int()) {
+    const auto width = static_cast<size_t>(std::max<int64_t>(0, p[1].as_int()));
+    reserve_bytes(width);
+    o.indent = std::string(width, ' ');
+  }
   else if (!p[1].is_none()) raise("TypeError", "indent must be an int or a string");
   if (o.indent) o.item_separator = ",";
   if (!p[2].is_none()) {
@@ -88,9 +92,9 @@ Value f_join(Evaluator&, const Value& v, CallArgs& a) {
   std::string out;
   bool first = true;
   for (const auto& item : iterate(v)) {
-    if (!first) out += sep;
+    if (!first) append_bounded(out, sep);
     first = false;
-    out += attr_path(item, p[1]).to_str();
+    append_bounded(out, attr_path(item, p[1]).to_str());
   }
   return Value(std::move(out));
 }
@@ -367,7 +371,14 @@ Value f_reverse(Evaluator&, const Value& v, CallArgs& a) {
 
 Value f_indent(Evaluator&, const Value& v, CallArgs& a) {
   auto p = bind("indent", a, {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}});
-  const std::string ind = p[0].is_string() ? p[0].str() : std::string(static_cast<size_t>(std::max<int64_t>(0, p[0].as_int())), ' ');
+  std::string ind;
+  if (p[0].is_string()) {
+    ind = p[0].str();
+  } else {
+    const auto width = static_cast<size_t>(std::max<int64_t>(0, p[0].as_int()));
+    reserve_bytes(width);
+    ind = std::string(width, ' ');
+  }
   if (v.is_undefined()) v.fail_undefined();  // jinja2 does `s += "\n"` first
   if (v.is_plain_list() && !v.is_tuple()) raise("AttributeError", "'list' object has no attribute 'splitlines'");
   if (v.is_tuple()) raise("TypeError", "can only concatenate tuple (not \"str\") to tuple");
@@ -376,8 +387,8 @@ Value f_indent(Evaluator&, const Value& v, CallArgs& a) {
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) out += "\n";
-    if (i && (p[2].truthy() || !lines[i].empty())) out += ind;
-    out += lines[i];
+    if (i && (p[2].truthy() || !lines[i].empty())) append_bounded(out, ind);
+    append_bounded(out, lines[i]);
   }
   if (p[1].truthy()) out = ind + out;
   return Value(std::move(out), v.is_markup());
@@ -389,6 +400,7 @@ Value f_center(Evaluator&, const Value& v, CallArgs& a) {
   const int64_t len = static_cast<int64_t>(text::length(s)), width = p[0].as_int();
   if (width <= len) return Value(s);
   const int64_t pad = width - len, left = pad / 2 + (pad & width & 1);
+  reserve_bytes(s.size() + static_cast<uint64_t>(pad));
   return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(pad - left), ' '));
 }
 
@@ -413,7 +425,10 @@ Value f_batch(Evaluator&, const Value& v, CallArgs& a) {
     cur.push_back(item);
   }
   if (!cur.empty()) {
-    if (!p[1].is_none()) cur.resize(n, p[1]);
+    if (!p[1].is_none()) {
+      reserve_bytes((n - cur.size()) * value_bytes(p[1]));
+      cur.resize(n, p[1]);
+    }
     out.emplace_back(std::move(cur));
   }
   return Value(std::move(out), SeqKind::Generator);
@@ -445,6 +460,7 @@ Value lazily(Evaluator& ev, const Value& v, CallArgs& a) {
   try {
     return F(ev, v, a);
   } catch (const TemplateError& e) {
+    if (e.kind() == kLimitErrorKind) throw;  // a limit ends the render at once
     Sequence seq;
     seq.kind = SeqKind::Generator;
     seq.pending_error = std::make_shared<const Undefined>(Undefined{e.what(), e.kind()});

@@ -75,6 +75,7 @@ std::string format_field(const Value& v, const std::string& spec) {
   if (!align) align = v.is_number() ? '>' : '<';
   const size_t len = text::length(body);
   if (len >= width) return body;
+  reserve_bytes(body.size() + (width - len));
   const size_t pad = width - len;
   const size_t left = align == '<' ? 0 : align == '>' ? pad : pad / 2;
   return std::string(left, fill) + body + std::string(pad - left, fill);
@@ -117,7 +118,7 @@ Value str_format(const Value& self, CallArgs& a) {
     }
     if (conv == "r") v = Value(v.repr());
     else if (conv == "s") v = Value(v.to_str());
-    out += format_field(v, spec);
+    append_bounded(out, format_field(v, spec));
     i = close;
   }
   return Value(std::move(out));
@@ -131,8 +132,8 @@ Value str_join(const Value& self, CallArgs& a) {
     if (!item.is_string()) {
       raise("TypeError", "sequence item " + std::to_string(i) + ": expected str instance, " + item.type_name() + " found");
     }
-    if (i++) out += self.str();
-    out += item.str();
+    if (i++) append_bounded(out, self.str());
+    append_bounded(out, item.str());
   }
   return Value(std::move(out));
 }

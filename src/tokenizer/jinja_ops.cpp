@@ -49,7 +49,16 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
+// seq * n: the size is known before anything is built, so a huge product fails at once.
 Value repeat(const Value& seq, int64_t n) {
+  uint64_t unit = seq.is_string() ? seq.str().size() : 0;
+  if (!seq.is_string()) {
+    for (const auto& item : seq.list()) unit += value_bytes(item);
+  }
+  if (n > 0 && unit > 0) {
+    const auto count = static_cast<uint64_t>(n);
+    reserve_bytes(count > UINT64_MAX / unit ? UINT64_MAX : count * unit);
+  }
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.str();
@@ -280,7 +289,12 @@ std::vector<Value> iterate(const Value& v) {
   switch (v.type()) {
     case Value::Type::Undefined: return {};
     case Value::Type::List: {
-      if (!v.is_iterator()) return v.list();
+      if (!v.is_iterator()) {
+        uint64_t bytes = 0;
+        for (const auto& item : v.list()) bytes += value_bytes(item);
+        charge_copy(v.list().size(), bytes);
+        return v.list();
+      }
       const Sequence& seq = v.list_data();
       if (seq.pending_error) raise(seq.pending_error->kind.c_str(), seq.pending_error->message);
       std::vector<Value> rest(seq.items.begin() + static_cast<long>(seq.consumed), seq.items.end());
@@ -288,12 +302,14 @@ std::vector<Value> iterate(const Value& v) {
       return rest;
     }
     case Value::Type::Dict: {
+      charge_copy(v.dict().size(), 0);
       std::vector<Value> keys;
       keys.reserve(v.dict().size());
       for (const auto& kv : v.dict().items()) keys.push_back(kv.first);
       return keys;
     }
     case Value::Type::String: {
+      reserve_bytes(v.str().size() * sizeof(Value));  // one str value per code point at most
       std::vector<Value> chars;
       for (uint32_t cp : text::decode(v.str())) {
         std::string c;
@@ -356,6 +372,15 @@ Value percent_format(const Value& fmt, const Value& args) {
       if (next >= values.size()) raise("TypeError", "not enough arguments for format string");
       arg = &values[next++];
     }
+    // snprintf pads to the width even past its buffer: charge the width (or precision).
+    uint64_t widest = 0, number = 0;
+    for (const char c : spec) {
+      const bool digit = std::isdigit(static_cast<unsigned char>(c));
+      const uint64_t next_number = number * 10 + static_cast<uint64_t>(c - '0');
+      number = digit ? std::min<uint64_t>(next_number, INT32_MAX) : 0;
+      widest = std::max(widest, number);
+    }
+    reserve_bytes(widest);
     char buf[512];
     if (conv == 's' || conv == 'r') {
       const std::string s = conv == 's' ? arg->to_str() : arg->repr();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tokenizer/jinja_budget.h"
+
 namespace vllm::jinja::text {
 
 std::vector<uint32_t> decode(std::string_view s) {
@@ -304,7 +306,7 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
   if (old.empty()) {
     const auto cps = decode(s);
     for (size_t i = 0; i <= cps.size(); ++i) {
-      if (count-- > 0) out.append(with);
+      if (count-- > 0) append_bounded(out, with);
       if (i < cps.size()) append_utf8(out, cps[i]);
     }
     return out;
@@ -314,7 +316,7 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
     const size_t hit = s.find(old, pos);
     if (hit == std::string_view::npos) break;
     out.append(s.substr(pos, hit - pos));
-    out.append(with);
+    append_bounded(out, with);
     pos = hit + old.size();
   }
   out.append(s.substr(pos));

@@ -39,14 +39,32 @@ const std::shared_ptr<const Undefined>& Value::no_hint() {
   return undefined;
 }
 
+namespace {
+// A new container against the running render: its bytes (strings held by value) against the
+// size cap; one step per item plus its string bytes as work.
+void charge_container(size_t items, size_t bytes) {
+  charge_bytes(bytes, bytes - items * (sizeof(Value) - kBytesPerStep));
+}
+}  // namespace
+
 Value::Value(Sequence seq) {
-  for (const auto& v : seq.items) seq.depth = std::max(seq.depth, v.depth() + 1);
+  size_t bytes = 0;
+  for (const auto& v : seq.items) {
+    seq.depth = std::max(seq.depth, v.depth() + 1);
+    bytes += value_bytes(v);
+  }
+  charge_container(seq.items.size(), bytes);
   check_depth(seq.depth);
   data_ = std::make_shared<const Sequence>(std::move(seq));
 }
 
 Value::Value(Dict d) {
-  for (const auto& [k, v] : d.items()) d.depth = std::max({d.depth, k.depth() + 1, v.depth() + 1});
+  size_t bytes = 0;
+  for (const auto& [k, v] : d.items()) {
+    d.depth = std::max({d.depth, k.depth() + 1, v.depth() + 1});
+    bytes += value_bytes(k) + value_bytes(v);
+  }
+  charge_container(2 * d.items().size(), bytes);
   check_depth(d.depth);
   data_ = std::make_shared<const Dict>(std::move(d));
 }
@@ -298,7 +316,9 @@ std::string Value::repr() const {
       std::string out = tuple ? "(" : "[";
       for (size_t i = 0; i < list().size(); ++i) {
         if (i) out += ", ";
-        out += list()[i].repr();
+        const std::string item = list()[i].repr();
+        charge_bytes(out.size() + item.size(), item.size());
+        out += item;
       }
       if (tuple && list().size() == 1) out += ",";
       return out + (tuple ? ")" : "]");
@@ -309,7 +329,9 @@ std::string Value::repr() const {
       for (const auto& [k, v] : dict().items()) {
         if (!first) out += ", ";
         first = false;
-        out += k.repr() + ": " + v.repr();
+        const std::string item = k.repr() + ": " + v.repr();
+        charge_bytes(out.size() + item.size(), item.size());
+        out += item;
       }
       return out + "}";
     }
@@ -434,6 +456,11 @@ std::string json_key(const Value& k) {
 
 void dump(const Value& v, const JsonOptions& o, int level, std::string& out) {
   NestingGuard guard;
+  size_t mark = out.size();
+  auto charge = [&] {  // after each item: the text so far stays within the size cap
+    charge_bytes(out.size(), out.size() - mark);
+    mark = out.size();
+  };
   using T = Value::Type;
   auto newline = [&](int lvl) {
     out.push_back('\n');
@@ -462,6 +489,7 @@ void dump(const Value& v, const JsonOptions& o, int level, std::string& out) {
         if (i) out += o.item_separator;
         if (o.indent) newline(level + 1);
         dump(v.list()[i], o, level + 1, out);
+        charge();
       }
       if (o.indent) newline(level);
       out.push_back(']');
@@ -486,6 +514,7 @@ void dump(const Value& v, const JsonOptions& o, int level, std::string& out) {
         json_string(json_key(items[i]->first), o.ensure_ascii, out);
         out += o.key_separator;
         dump(items[i]->second, o, level + 1, out);
+        charge();
       }
       if (o.indent) newline(level);
       out.push_back('}');

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "tokenizer/jinja_budget.h"
 #include "tokenizer/jinja_error.h"
 
 namespace vllm::jinja {
@@ -97,7 +98,12 @@ class Value {
   Value(int v) : data_(int64_t{v}) {}
   Value(int64_t v) : data_(v) {}
   Value(double v) : data_(v) {}
-  Value(std::string s, bool markup = false) : data_(std::move(s)), markup_(markup) {}
+  // Large strings are charged to the running render (size cap and work); small ones are
+  // covered by the step of the expression that built them.
+  Value(std::string s, bool markup = false) : data_(std::move(s)), markup_(markup) {
+    const size_t n = std::get<std::string>(data_).size();
+    if (n >= kChargedStringBytes) reserve_bytes(n);
+  }
   Value(const char* s) : data_(std::string(s)) {}
   Value(std::vector<Value> items, bool is_tuple = false)
       : Value(std::move(items), is_tuple ? SeqKind::Tuple : SeqKind::List) {}
@@ -181,7 +187,13 @@ class Value {
   bool markup_ = false;
 
   static const std::shared_ptr<const Undefined>& no_hint();
+  static constexpr size_t kChargedStringBytes = 4096;
 };
+
+// What a value costs to copy: strings are held by value, containers are shared.
+inline size_t value_bytes(const Value& v) {
+  return sizeof(Value) + (v.is_string() ? v.str().size() : 0);
+}
 
 inline size_t Dict::size() const { return items_.size(); }
 inline bool Dict::empty() const { return items_.empty(); }

@@ -111,7 +111,7 @@ def special_tokens(model):
 
 @pytest.fixture(scope="module")
 def server(binary, model):
-    srv = ServerProcess(binary).wait_ready()
+    srv = ServerProcess(binary, "--trust-request-chat-template").wait_ready()
     yield srv
     assert srv.stop() == 0
 

@@ -18,7 +18,7 @@ LONG = "hello " * 3000  # > max_model_len (2048) tokens
 
 @pytest.fixture(scope="module")
 def server(binary):
-    srv = ServerProcess(binary).wait_ready()
+    srv = ServerProcess(binary, "--trust-request-chat-template").wait_ready()
     yield srv
     assert srv.stop() == 0
 

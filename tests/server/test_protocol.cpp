@@ -126,8 +126,72 @@ TEST_F(ProtocolTest, ChatRendersWithoutExtraSpecialTokens) {
   EXPECT_EQ(r.params.max_tokens, 5);
   EXPECT_EQ(r.params.logprobs, 2);
   EXPECT_EQ(status_of(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", true), 400);
+  ctx_.config.trust_request_chat_template = true;
   EXPECT_EQ(status_of(R"({"messages": [{"role": "user", "content": "x"}],
                           "chat_template": "{{ raise_exception('no') }}"})", true), 400);
+}
+
+// The ApiError a chat body gets, as "status param: message"; "200" when it parses.
+std::string chat_error(ServingContext& ctx, const std::string& body) {
+  try {
+    parse_chat_request(parse_body(body), ctx);
+  } catch (const ApiError& e) {
+    return std::to_string(e.status()) + " " + e.param().value_or("-") + ": " + e.what();
+  }
+  return "200";
+}
+
+TEST_F(ProtocolTest, RequestChatTemplateNeedsTrust) {
+  const std::string refused =
+      "400 chat_template: a chat template was passed with the request, but the server was not "
+      "started with --trust-request-chat-template; the untrusted template is refused";
+  const std::string own = R"({"messages": [{"role": "user", "content": "x"}],
+                              "chat_template": "{{ messages[0].content }}!"})";
+  const std::string via_kwargs = R"({"messages": [{"role": "user", "content": "x"}],
+      "chat_template_kwargs": {"chat_template": "{{ messages[0].content }}?"}})";
+  EXPECT_EQ(chat_error(ctx_, own), refused);
+  EXPECT_EQ(chat_error(ctx_, via_kwargs), refused);
+  ctx_.config.trust_request_chat_template = true;
+  EXPECT_EQ(parse_chat_request(parse_body(own), ctx_).prompt.text, "x!");
+  EXPECT_EQ(parse_chat_request(parse_body(via_kwargs), ctx_).prompt.text, "x?");
+}
+
+TEST_F(ProtocolTest, RenderLimitsAreA400NamingTheLimit) {
+  ctx_.config.trust_request_chat_template = true;
+  ctx_.config.render_limits.max_steps = 10000;
+  EXPECT_EQ(chat_error(ctx_, R"({"messages": [{"role": "user", "content": "x"}],
+                       "chat_template": "{% for i in range(100000) %}{% endfor %}"})"),
+            "400 messages: chat template rendering exceeded the step limit (10000 steps) "
+            "(--chat-template-max-steps)");
+  EXPECT_EQ(chat_error(ctx_, R"({"messages": [{"role": "user", "content": "x"}],
+                       "chat_template": "{{ 'x' * 10**12 }}"})"),
+            "400 messages: chat template rendering exceeded the output size limit (16777216 "
+            "bytes) (--chat-template-max-output-bytes)");
+  ctx_.config.render_limits = RenderLimits{};
+  ctx_.abort_all = true;  // the drain timeout cancels renders in flight
+  EXPECT_EQ(chat_error(ctx_, R"({"messages": [{"role": "user", "content": "x"}],
+                       "chat_template": "{% for i in range(100000) %}{% endfor %}"})"),
+            "400 messages: chat template rendering was cancelled");
+}
+
+TEST_F(ProtocolTest, ToolsFollowTheOpenAISchema) {
+  auto with_tools = [&](const std::string& tools) {
+    return chat_error(ctx_, R"({"messages": [{"role": "user", "content": "x"}], "tools": )" +
+                                tools + "}");
+  };
+  EXPECT_EQ(with_tools("[1, 2, 3]"), "400 tools: 'tools[0]' must be an object, not a number");
+  EXPECT_EQ(with_tools(R"([{"type": "function", "function": {"description": "d"}}])"),
+            "400 tools: 'tools[0].function.name' is required");
+  EXPECT_EQ(with_tools(R"([{"function": {"name": "f"}}, {"type": "code", "function": {}}])"),
+            "400 tools: 'tools[1].type' must be 'function', not \"code\"");
+  EXPECT_EQ(with_tools(R"([{"type": "function"}])"), "400 tools: 'tools[0].function' is required");
+  EXPECT_EQ(with_tools(R"([{"function": {"name": "f", "parameters": "{}"}}])"),
+            "400 tools: 'tools[0].function.parameters' must be an object, not a string");
+  EXPECT_EQ(with_tools(R"("f")"), "400 tools: 'tools' must be a list, not a string");
+  EXPECT_EQ(with_tools(R"([{"type": "function", "function": {"name": "f", "description": null,
+                            "parameters": {"type": "object"}, "strict": true}, "x": 1}])"),
+            "200");
+  EXPECT_EQ(with_tools("null"), "200");
 }
 
 TEST_F(ProtocolTest, ContinueFinalMessageCutsAfterItsContent) {

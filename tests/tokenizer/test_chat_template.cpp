@@ -106,6 +106,52 @@ TEST_P(ChatTemplateFixture, MatchesJinja2) {
   std::cout << "[ chat_template ] " << GetParam() << ": " << passed << "/" << total << " cases match\n";
 }
 
+// The default RenderLimits must stay far above what real templates cost: every fixture case,
+// and a long conversation (256 messages of 2 KiB, about 130k tokens) under each template.
+// The figures printed here are the ones docs/reliability.md quotes.
+TEST_P(ChatTemplateFixture, StaysFarBelowTheDefaultRenderLimits) {
+  const fs::path path = repo_root() / "fixtures" / "chat_template" / (GetParam() + ".json");
+  const Json fixture = Json::parse(*read_file(path));
+  const auto source = template_source(fixture.at("source"));
+  if (!source) GTEST_SKIP() << "template source not available";
+  const ChatTemplate tmpl = ChatTemplate::parse(*source);
+  const auto clock = fixed_clock(fixture.at("now").get<std::string>());
+  const RenderLimits limits;
+  RenderStats worst;
+  auto measure = [&](const Json& context) {
+    RenderStats stats;
+    try {
+      tmpl.render(context, clock, limits, &stats);
+    } catch (const TemplateError& e) {
+      EXPECT_NE(e.kind(), kRenderLimitError) << e.what();
+    }
+    worst.steps = std::max(worst.steps, stats.steps);
+    worst.output_bytes = std::max(worst.output_bytes, stats.output_bytes);
+    worst.elapsed = std::max(worst.elapsed, stats.elapsed);
+  };
+  for (const auto& c : fixture.at("cases")) measure(c.at("context"));
+  const uint64_t fixture_steps = worst.steps;
+  Json long_chat = fixture.at("cases").at(0).at("context");
+  Json messages = Json::array();
+  for (int i = 0; i < 256; ++i) {
+    std::string text;
+    while (text.size() < 2048) text += "word " + std::to_string(text.size()) + " ";
+    messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", text}});
+  }
+  long_chat["messages"] = messages;
+  long_chat["add_generation_prompt"] = true;
+  measure(long_chat);
+  std::cout << "[ render cost ] " << GetParam() << ": fixtures " << fixture_steps
+            << " steps; long chat " << worst.steps << " steps, " << worst.output_bytes
+            << " bytes, " << worst.elapsed.count() << " us\n";
+  EXPECT_LT(fixture_steps * 1000, limits.max_steps);
+  EXPECT_LT(worst.steps * 20, limits.max_steps);
+  EXPECT_LT(worst.output_bytes * 20, limits.max_output_bytes);
+#if !defined(__SANITIZE_ADDRESS__)  // Debug + sanitizer wall times say nothing about Release
+  EXPECT_LT(worst.elapsed * 10, limits.max_time);
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Shared, ChatTemplateFixture, ::testing::ValuesIn(fixture_names()),
                          [](const auto& info) {
                            std::string n = info.param;
