@@ -109,7 +109,10 @@ def test_hostile_requests_at_once_leave_the_server_responsive(trusting):
         normal = pool.submit(post, trusting, "/v1/chat/completions", chat())
         for f in hostile:
             r, seconds = f.result()
-            assert_error(r, 400, "step limit")
+            # Which bound ends the loop first depends on the machine's load: the 10M steps
+            # take about 0.5 s on an idle core, the clock stops it at 1 s.
+            err = assert_error(r, 400)
+            assert "step limit" in err["message"] or "time limit" in err["message"], err
             assert seconds < 4.0
         r, seconds = normal.result()
         assert r.status_code == 200, r.text
