@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -6,6 +7,16 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def load_template_tool():
+    """tools/make_chat_template_fixtures.py as a module: its compile_template renders a chat
+    template as transformers does (jinja2, HF's environment), the reference for prompts."""
+    spec = importlib.util.spec_from_file_location(
+        "make_chat_template_fixtures", ROOT / "tools" / "make_chat_template_fixtures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")

@@ -4,14 +4,13 @@ as Python's json.loads and jinja2 keep it. Expected prompts come from jinja2 con
 transformers does (tools/make_chat_template_fixtures.py), never from our own output; the server
 side is compared as token ids through /tokenize, the CLI side as text through `tokenize --chat`."""
 import copy
-import importlib.util
 import json
 import subprocess
 
 import pytest
 import requests
 
-from conftest import ROOT, MODEL
+from conftest import ROOT, MODEL, load_template_tool
 from test_server import ServerProcess
 
 SHARED = ROOT.parent / "shared"
@@ -46,14 +45,6 @@ MESSAGES = [
      "content": json.dumps({"status": "ok", "ref": "X1"})},
     {"role": "tool", "tool_call_id": "call_cncl00002", "name": "cancel", "content": "done"},
 ]
-
-
-def load_generator():
-    spec = importlib.util.spec_from_file_location(
-        "make_chat_template_fixtures", ROOT / "tools" / "make_chat_template_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def templates():
@@ -96,7 +87,7 @@ def as_server_prepares(messages):
 
 @pytest.fixture(scope="module")
 def generator():
-    return load_generator()
+    return load_template_tool()
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import pathlib
 import pytest
 import requests
 
+from conftest import load_template_tool
 from test_server import MODEL_NAME, ServerProcess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -52,13 +53,11 @@ def test_greedy_completion_starts_as_llamacpp(server):
 
 
 def reference_chat_prompt_tokens(messages):
-    """The prompt as HF renders it (jinja2, HF's settings) and tokenizes it (`tokenizers`)."""
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    """The prompt as HF renders it (jinja2 in HF's environment) and tokenizes it."""
     from tokenizers import Tokenizer
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     template = json.loads(TOKENIZER_CONFIG.read_text())["chat_template"]
-    text = env.from_string(template).render(messages=messages, bos_token="<bos>",
-                                            add_generation_prompt=True)
+    text = load_template_tool().compile_template(template).render(
+        messages=messages, bos_token="<bos>", add_generation_prompt=True)
     tok = Tokenizer.from_file(str(TOKENIZER_CONFIG.parent / "tokenizer.json"))
     return len(tok.encode(text, add_special_tokens=False).ids)
 
