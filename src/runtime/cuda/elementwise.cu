@@ -163,15 +163,15 @@ __global__ void act_and_mul_kernel(const G* __restrict__ gu, int64_t gs,
   float* o = out + blockIdx.y * os;
   const int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  const auto silu_mul = [](float gv, float uv) { return Act::apply(gv) * uv; };
+  const auto act_mul = [](float gv, float uv) { return Act::apply(gv) * uv; };
   if (vec4) {
     for (int64_t i = 4 * start; i < f; i += 4 * step) {
       const float4 a = load4(g + i), b = load4(u + i);
-      store4(o + i, make_float4(silu_mul(a.x, b.x), silu_mul(a.y, b.y), silu_mul(a.z, b.z),
-                                silu_mul(a.w, b.w)));
+      store4(o + i, make_float4(act_mul(a.x, b.x), act_mul(a.y, b.y), act_mul(a.z, b.z),
+                                act_mul(a.w, b.w)));
     }
   } else {
-    for (int64_t i = start; i < f; i += step) o[i] = silu_mul(to_float(g[i]), to_float(u[i]));
+    for (int64_t i = start; i < f; i += step) o[i] = act_mul(to_float(g[i]), to_float(u[i]));
   }
 }
 
