@@ -256,7 +256,7 @@ void gemma3_gguf(const GgufFile& g, const std::string& a, ModelConfig& c) {
   if (!window || *window <= 0)
     throw Error(g.path() + ": " + a + ".attention.sliding_window must be positive");
   RopeSpec local;
-  local.theta = 10000.0;
+  local.theta = g.get_float(a + ".rope.freq_base_swa").value_or(10000.0);
   local.partial_rotary_factor = c.layers[0].rope.partial_rotary_factor;
   for (int i = 0; i < c.num_layers; ++i) {
     LayerSpec& L = c.layers[i];
@@ -270,6 +270,7 @@ void gemma3_gguf(const GgufFile& g, const std::string& a, ModelConfig& c) {
   }
   c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
   c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  c.scale_q_before_attention = true;
   // A chat turn ends with <end_of_turn>, which the metadata does not name (llama.cpp finds
   // it by its text too).
   const auto tokens = g.get_string_array("tokenizer.ggml.tokens");
@@ -416,6 +417,7 @@ ModelConfig config_from_gguf(const GgufFile& g) {
   c.rope_neox = arch->gguf_name != "llama";
   c.rope_ggml_theta = true;
   c.kv_cache_f16 = true;
+  c.gelu_f16 = true;
   c.tie_word_embeddings = g.find("output.weight") == nullptr;
   const auto* embd = g.find("token_embd.weight");
   if (!embd) throw Error(g.path() + ": no token_embd.weight tensor");

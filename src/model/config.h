@@ -72,6 +72,10 @@ struct ModelConfig {
   bool rope_neox = true;  // HF checkpoints rotate halves; GGUF llama weights are interleaved
   bool rope_ggml_theta = false;  // RoPE angles with ggml's arithmetic (GGUF files)
   bool kv_cache_f16 = false;     // f16 K/V cache (GGUF files, as llama.cpp)
+  bool gelu_f16 = false;  // GELU in and out through f16, as ggml's CPU table (GGUF files)
+  // q multiplied by the softmax scale before attention, as llama.cpp's Gemma-3 graph does
+  // (with a power-of-two scale it differs only where q * scale is an f16 subnormal).
+  bool scale_q_before_attention = false;
   bool tie_word_embeddings = false;
   // Scalars some families put on the residual stream (1 = none).
   double embedding_multiplier = 1.0;  // Gemma: sqrt(hidden_size); Granite: its own

@@ -331,18 +331,26 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
 
   embedding(in.ids, embed_tokens, s.residual);
   if (c.embedding_multiplier != 1.0) scale(s.residual, static_cast<float>(c.embedding_multiplier));
-  for (int i = 0; i < c.num_layers; ++i) {
+  const int last = c.num_layers - 1;
+  for (int i = 0; i < last; ++i) {
     attention_block(layers_[i], i, in, cache, s);
     mlp_block(layers_[i], s);
   }
+  // The last layer's attention writes every row's K/V; after it only the rows that give logits
+  // matter, so its MLP, the final norm and the LM head see just those (as llama.cpp does).
+  attention_block(layers_[last], last, in, cache, s);
+  Scratch kept;
+  kept.residual = s.block_out.narrow(0, num_logits);
+  embedding(in.rows_wanted, s.residual, kept.residual);
+  kept.h = s.h.narrow(0, num_logits);
+  kept.block_out = s.residual.narrow(0, num_logits);
+  kept.gate_up = s.gate_up.narrow(0, num_logits);
+  kept.act = s.act.narrow(0, num_logits);
+  if (num_logits > 0) mlp_block(layers_[last], kept);
 
-  // Only the rows that give logits go through the final norm, on the LM head's way in.
   const float eps = static_cast<float>(c.rms_norm_eps);
-  Tensor rows = Tensor::empty({num_logits, c.hidden_size}, DType::F32, d);
-  embedding(in.rows_wanted, s.residual, rows);
   Tensor logits = Tensor::empty({num_logits, c.vocab_size}, DType::F32, d);
-  Tensor normed_rows = s.h.narrow(0, num_logits);
-  rms_norm_matmul(rows, final_norm, eps, lm_head, normed_rows, logits);
+  rms_norm_matmul(kept.residual, final_norm, eps, lm_head, kept.h, logits);
   if (c.logits_multiplier != 1.0) scale(logits, static_cast<float>(c.logits_multiplier));
   return logits;
 }
@@ -376,7 +384,13 @@ void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, 
     }
     rope_and_cache(heads.qk, in.positions, L.rope, heads.k, heads.v, k_cache, v_cache, slots);
   }
-  paged_attention(q, k_cache, v_cache, meta, c.softmax_scale(), spec.sliding_window, s.attn);
+  float softmax_scale = c.softmax_scale();
+  if (c.scale_q_before_attention) {
+    Tensor qw = s.qkv.slice(1, 0, c.q_size());
+    scale(qw, softmax_scale);
+    softmax_scale = 1.0f;
+  }
+  paged_attention(q, k_cache, v_cache, meta, softmax_scale, spec.sliding_window, s.attn);
   add_block_output(L.o, s.attn.merge_last(), L.attn_post_norm, s.block_out, s.residual);
 }
 
@@ -389,6 +403,7 @@ void DecoderModel::mlp_block(const Layer& L, Scratch& s) const {
     if (L.ffn_norm.defined()) L.gate_up.normed(s.residual, L.ffn_norm, eps, s.h, s.gate_up);
     else L.gate_up(s.residual, s.gate_up);
     if (silu) silu_and_mul(s.gate_up, s.act);
+    else if (config_.gelu_f16) gelu_tanh_f16_and_mul(s.gate_up, s.act);
     else gelu_tanh_and_mul(s.gate_up, s.act);
   }
   add_block_output(L.down, s.act, L.ffn_post_norm, s.block_out, s.residual);

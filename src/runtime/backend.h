@@ -46,6 +46,7 @@ class Backend {
   virtual void rope(Tensor& x, const Tensor& positions, const RopeParams& params) = 0;
   virtual void silu_and_mul(const Tensor& gate_up, Tensor& out) = 0;
   virtual void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) = 0;
+  virtual void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out) = 0;
   virtual void scale(Tensor& x, float s) = 0;
   virtual void softmax(const Tensor& x, Tensor& out) = 0;
   virtual void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,

@@ -222,6 +222,11 @@ void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) {
   backend_for(out.device()).gelu_tanh_and_mul(gate_up, out);
 }
 
+void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out) {
+  check_silu_and_mul(gate_up, out);
+  backend_for(out.device()).gelu_tanh_f16_and_mul(gate_up, out);
+}
+
 void scale(Tensor& x, float s) {
   expect(x, "x", 2, DType::F32);
   backend_for(x.device()).scale(x, s);

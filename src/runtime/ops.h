@@ -99,6 +99,9 @@ void silu_and_mul(const Tensor& gate_up, Tensor& out);
 // out[T, F] = gelu(gate_up[:, :F]) * gate_up[:, F:], GELU with the tanh approximation
 // (PyTorch's approximate="tanh").
 void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out);
+// The same through f16, as ggml's CPU backend (a table of f16 GELU values): x rounded to f16,
+// GELU computed in f32 and rounded to f16; x <= -10 gives 0 and x >= 10 gives x.
+void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out);
 // x[R, C] *= s (f32).
 void scale(Tensor& x, float s);
 // Row-wise softmax over the last dim of x[R, C].

@@ -3,6 +3,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,40 @@ inline int expect_free_running_matches(const DecoderModel& model, const nlohmann
   std::printf("free-running vs llama.cpp: %d of %zu identical, %d near ties\n", exact,
               ref["cases"].size(), near_ties);
   return exact;
+}
+
+// At every step of llama.cpp's schedule where our continuation still equals llama.cpp's, our
+// logits of llama.cpp's top tokens equal its own to the last bit, and no other token of ours
+// reaches its last top logit. Returns the steps compared.
+inline int expect_step_logits_equal(const DecoderModel& model, const nlohmann::json& ref) {
+  Generator gen(model, 512);
+  gen.keep_logits = true;
+  int steps = 0;
+  for (const auto& c : ref["cases"]) {
+    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    const auto want = c["greedy_ids"].get<std::vector<int32_t>>();
+    const auto top_ids = c["top_ids"].get<std::vector<std::vector<int32_t>>>();
+    const auto top_logits = c["top_logits"].get<std::vector<std::vector<double>>>();
+    GenerateOptions opts;
+    opts.max_tokens = static_cast<int>(want.size());
+    opts.ignore_eos = true;
+    const auto got = gen.generate(prompt, opts);
+    EXPECT_EQ(gen.step_logits.size(), want.size());
+    for (size_t s = 0; s < want.size() && s < got.size() && got[s] == want[s]; ++s) {
+      const std::vector<float>& row = gen.step_logits[s];
+      for (size_t k = 0; k < top_ids[s].size(); ++k) {
+        const float ours = row[static_cast<size_t>(top_ids[s][k])];
+        EXPECT_EQ(ours, static_cast<float>(top_logits[s][k]))
+            << c["prompt"].dump() << " step " << s << " token " << top_ids[s][k];
+      }
+      const float fifth = static_cast<float>(top_logits[s].back());
+      EXPECT_EQ(std::count_if(row.begin(), row.end(), [&](float v) { return v >= fifth; }),
+                static_cast<std::ptrdiff_t>(top_ids[s].size()))
+          << c["prompt"].dump() << " step " << s;
+      ++steps;
+    }
+  }
+  return steps;
 }
 
 }  // namespace vllm::llamacpp_check

@@ -82,36 +82,7 @@ TEST(SmolLM2, StepLogitsEqualLlamaCpp) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/setup.sh)";
   if (!bit_exact_build()) GTEST_SKIP() << "scalar CPU build: not llama.cpp's summation order";
   LoadedModel m = load_model(kModel);
-  Generator gen(*m.model, 512);
-  gen.keep_logits = true;
-  const nlohmann::json ref = reference();
-  int steps = 0;
-  for (const auto& c : ref["cases"]) {
-    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-    const auto want = c["greedy_ids"].get<std::vector<int32_t>>();
-    const auto top_ids = c["top_ids"].get<std::vector<std::vector<int32_t>>>();
-    const auto top_logits = c["top_logits"].get<std::vector<std::vector<double>>>();
-    GenerateOptions opts;
-    opts.max_tokens = static_cast<int>(want.size());
-    opts.ignore_eos = true;
-    const auto got = gen.generate(prompt, opts);
-    ASSERT_EQ(gen.step_logits.size(), want.size());
-    for (size_t s = 0; s < want.size() && got[s] == want[s]; ++s) {
-      const std::vector<float>& row = gen.step_logits[s];
-      for (size_t k = 0; k < top_ids[s].size(); ++k) {
-        const float ours = row[static_cast<size_t>(top_ids[s][k])];
-        EXPECT_EQ(ours, static_cast<float>(top_logits[s][k]))
-            << c["prompt"].dump() << " step " << s << " token " << top_ids[s][k];
-      }
-      // And no other token of ours outranks llama.cpp's fifth.
-      const float fifth = static_cast<float>(top_logits[s].back());
-      EXPECT_EQ(std::count_if(row.begin(), row.end(), [&](float v) { return v >= fifth; }),
-                static_cast<std::ptrdiff_t>(top_ids[s].size()))
-          << c["prompt"].dump() << " step " << s;
-      ++steps;
-    }
-  }
-  EXPECT_EQ(steps, 640);
+  EXPECT_EQ(llamacpp_check::expect_step_logits_equal(*m.model, reference()), 640);
 }
 
 TEST(SmolLM2, FreeRunningGreedyMatchesLlamaCpp) {

@@ -2,10 +2,12 @@
 // with odd shapes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "runtime/cpu/isa.h"
+#include "runtime/cpu/kquant.h"
 #include "runtime/cpu/quant.h"
 #include "runtime/ops.h"
 #include "runtime/thread_pool.h"
@@ -115,9 +117,9 @@ TEST_P(MatmulTest, MatchesReference) {
     for (int64_t r = 0; r < N; ++r) cpu::dequantize_row(type, w.row(r), wd.data() + r * K, K);
     Tensor out = Tensor::empty({M, N}, DType::F32);
     matmul(x, w, out);
-    // Activations are quantised to int8 only for the 32-element block types.
-    const bool int8 = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1 ||
-                      type == DType::Q5_0;
+    // Activations are quantised to int8 for the block types (per 32 values, or per 256 as
+    // Q8_K for the K-quants); KQuantDot below checks the K-quant sums without that error.
+    const bool int8 = type != DType::F32 && type != DType::F16 && type != DType::BF16;
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         double ref = 0, mag = 0;
@@ -176,6 +178,57 @@ TEST(QuantDot, IsaVariantsAgreeWithScalar) {
       EXPECT_NEAR(cpu::avx512::qdot(t)(w.raw(), a.data(), K / 32), ref, 1e-3 * std::fabs(ref) + 1e-3);
     }
   }
+}
+
+// Each of llama.cpp's K-quant kernel orders (runtime/cpu/kquant.h) sums the same integers:
+// against the product of the dequantised weights and the dequantised Q8_K activations in
+// double, only float rounding is left. (Which order gives llama.cpp's bits is checked by the
+// Gemma-3 fixture, tests/model/test_gemma3_llamacpp.cpp.)
+TEST(KQuantDot, EveryOrderEqualsDequantisedProduct) {
+  const int64_t K = 256 * 5;
+  Tensor xf = randn({1, K}, 2.0f);
+  xf.data<float>()[300] = 0.0f;
+  std::fill(xf.data<float>() + 512, xf.data<float>() + 768, 0.0f);  // an all-zero super-block
+  std::vector<cpu::BlockQ8_K> a(K / 256);
+  cpu::quantize_row_q8_k(xf.data<float>(), a.data(), K);
+  std::vector<double> xq(K);
+  for (int64_t i = 0; i < K; ++i) {
+    const cpu::BlockQ8_K& b = a[i / 256];
+    xq[i] = double(b.d) * b.qs[i % 256];
+    EXPECT_LE(std::fabs(xq[i] - xf.data<float>()[i]), std::fabs(b.d) * 0.5 + 1e-7) << i;
+  }
+  for (int j = 0; j < 16; ++j) {  // the 16-value sums the kernels use for mins and offsets
+    int s = 0;
+    for (int e = 0; e < 16; ++e) s += a[1].qs[16 * j + e];
+    EXPECT_EQ(a[1].bsums[j], s);
+  }
+  Tensor wf = randn({3, K});
+  std::vector<float> wd(K);
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    Tensor w = quantize(wf, t);
+    for (int64_t r = 0; r < 3; ++r) {
+      cpu::dequantize_row(t, w.row(r), wd.data(), K);
+      double ref = 0, mag = 0;
+      for (int64_t i = 0; i < K; ++i) {
+        ref += wd[i] * xq[i];
+        mag += std::fabs(wd[i] * xq[i]);
+      }
+      for (cpu::KOrder o : {cpu::KOrder::kVecDot, cpu::KOrder::kRepackGemv,
+                            cpu::KOrder::kRepackGemm, cpu::KOrder::kTiled}) {
+        if (t != DType::Q4_K && (o == cpu::KOrder::kRepackGemv || o == cpu::KOrder::kRepackGemm))
+          continue;  // only Q4_K is repacked
+        EXPECT_NEAR(cpu::dot_kquant(t, o, w.row(r), a.data(), K / 256), ref, 1e-6 * mag)
+            << dtype_name(t) << " order " << int(o) << " row " << r;
+      }
+    }
+  }
+  // llama.cpp's choice: Q4_K with rows in eights is repacked (gemm for rows in fours, gemv for
+  // the rest); other K-quants go tiled from 8 activation rows, vec_dot below.
+  EXPECT_EQ(cpu::kquant_order(DType::Q4_K, 640, 6, 3), cpu::KOrder::kRepackGemm);
+  EXPECT_EQ(cpu::kquant_order(DType::Q4_K, 640, 6, 4), cpu::KOrder::kRepackGemv);
+  EXPECT_EQ(cpu::kquant_order(DType::Q4_K, 100, 6, 0), cpu::KOrder::kVecDot);
+  EXPECT_EQ(cpu::kquant_order(DType::Q6_K, 640, 8, 0), cpu::KOrder::kTiled);
+  EXPECT_EQ(cpu::kquant_order(DType::Q6_K, 640, 7, 0), cpu::KOrder::kVecDot);
 }
 
 TEST(QuantDot, SimdActivationQuantiserMatchesScalar) {

@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
   void rope(Tensor& x, const Tensor& positions, const RopeParams& params) override;
   void silu_and_mul(const Tensor& gate_up, Tensor& out) override;
   void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) override;
+  void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out) override;
   void scale(Tensor& x, float s) override;
   void softmax(const Tensor& x, Tensor& out) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,

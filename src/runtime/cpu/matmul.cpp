@@ -1,11 +1,13 @@
-// CPU matmul and embedding. Weights stay in their stored type: 32-element block types are
-// multiplied in int8 against activations quantised once per call (as llama.cpp does); other
-// types are expanded to f32 a tile of rows at a time.
+// CPU matmul and embedding. Weights stay in their stored type: 32-element block types and
+// K-quants are multiplied in int8 against activations quantised once per call (as llama.cpp
+// does: Q8_1-style blocks of 32, Q8_K blocks of 256); other types are expanded to f32 a tile
+// of rows at a time.
 #include <algorithm>
 #include <vector>
 
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/isa.h"
+#include "runtime/cpu/kquant.h"
 #include "runtime/cpu/quant.h"
 #include "runtime/ops.h"
 #include "runtime/thread_pool.h"
@@ -61,6 +63,36 @@ void matmul_int8(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate)
   });
 }
 
+// K-quants: out (+)= x @ w^T with x quantised to Q8_K, each output in llama.cpp's order
+// (kquant.h).
+void matmul_kquant(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  const int64_t nb = K / kQKK;
+  static thread_local std::vector<BlockQ8_K> xq;
+  xq.resize(static_cast<size_t>(M * nb));
+  BlockQ8_K* xq_data = xq.data();
+  ThreadPool& pool = cpu_pool();
+  pool.parallel_for(M, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
+      quantize_row_q8_k(reinterpret_cast<const float*>(x.row(m)), xq_data + m * nb, K);
+  });
+  const DType type = w.dtype();
+  const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
+  pool.parallel_for(num_tiles, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = t * kRowTile, n1 = std::min(N, n0 + kRowTile);
+      for (int64_t m = 0; m < M; ++m) {
+        const KOrder order = kquant_order(type, N, M, m);
+        float* o = reinterpret_cast<float*>(out.row(m));
+        for (int64_t n = n0; n < n1; ++n) {
+          const float v = dot_kquant(type, order, w.row(n), xq_data + m * nb, nb);
+          o[n] = accumulate ? o[n] + v : v;
+        }
+      }
+    }
+  });
+}
+
 void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
@@ -91,6 +123,8 @@ void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   if (has_int8_dot(w.dtype()))
     matmul_int8(x, w, out, false);
+  else if (is_kquant(w.dtype()))
+    matmul_kquant(x, w, out, false);
   else
     matmul_f32(x, w, out, false);
 }
@@ -101,6 +135,8 @@ bool CpuBackend::matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
   if (!f.accumulate || f.norm_weight || f.silu_and_mul || f.rope_cache) return false;
   if (has_int8_dot(w.dtype()))
     matmul_int8(x, w, out, true);
+  else if (is_kquant(w.dtype()))
+    matmul_kquant(x, w, out, true);
   else
     matmul_f32(x, w, out, true);
   return true;

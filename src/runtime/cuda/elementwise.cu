@@ -152,6 +152,20 @@ struct GeluTanh {  // PyTorch's gelu(x, approximate="tanh")
   }
 };
 
+// ggml's CPU GELU: in and out through f16 (its table of f16 values), with ggml_gelu_f32's
+// formula as GCC fuses it on x86; only tanhf's last bit can differ from the CPU's table.
+struct GeluTanhF16 {
+  __device__ static float apply(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = __half2float(__float2half_rn(x));
+    const float v = 0.5f * h *
+                    (1.0f + tanhf(0.79788456080286535587989211986876f * h *
+                                  fmaf(0.044715f * h, h, 1.0f)));
+    return __half2float(__float2half_rn(v));
+  }
+};
+
 // out[r, i] = act(g) * u for g = gate_up[r, i], u = gate_up[r, f + i]; gate_up f32 or 16-bit.
 // Row r = blockIdx.y; four elements per thread step where the rows are aligned for it.
 template <typename Act, typename G>
@@ -339,6 +353,10 @@ void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
 
 void CudaBackend::gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) {
   act_and_mul<GeluTanh>(gate_up, out);
+}
+
+void CudaBackend::gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out) {
+  act_and_mul<GeluTanhF16>(gate_up, out);
 }
 
 template <typename Act>
