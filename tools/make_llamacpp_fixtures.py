@@ -45,6 +45,19 @@ GEMMA3_PROMPTS = SMOLLM2_PROMPTS[:6] + [
 PROMPTS = {"smollm2": SMOLLM2_PROMPTS, "gemma3": GEMMA3_PROMPTS}
 
 
+def cpu_model():
+    """The CPU the fixture was made on: llama.cpp's kernels, and so its bits, depend on it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return "unknown"
+    name = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("model name")), "?")
+    flags = next((l.split(":", 1)[1].split() for l in lines if l.startswith("flags")), [])
+    simd = [f for f in flags if f.startswith(("avx", "amx", "fma", "f16c"))]
+    return name + " (" + " ".join(sorted(simd)) + ")"
+
+
 def main(model_path, out_dir, prompt_set):
     # llama.cpp's defaults: f16 K/V cache (ggml type 1), flash attention off.
     llm = Llama(model_path=model_path, n_ctx=512, n_threads=2, logits_all=True, verbose=False,
@@ -77,6 +90,7 @@ def main(model_path, out_dir, prompt_set):
             "model": os.path.basename(model_path), "dtype": "the file's weights, llama.cpp "
             "CPU defaults (f16 KV cache, flash_attn off), 2 threads, built with -march=native "
             "on an AVX-512 CPU",
+            "cpu": cpu_model(),
             "tolerance": "greedy ids identical; a first mismatch at a step whose llama.cpp "
                          "top-2 gap is < 0.05 nat counts as a near tie, and comparison stops "
                          "there. top_logits: equal to the last bit (0 ulp)",

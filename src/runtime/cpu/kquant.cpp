@@ -173,9 +173,10 @@ float dot_q6k_vec(const void* w, const BlockQ8_K* a, int64_t nb) {
   return hsum8(acc);
 }
 
-// ggml's tiled K-quant matmul (ggml-cpu/tiled, AVX-512 VNNI microkernel): per super-block an
-// exact integer sum, scaled by the weight's d (less dmin times the min sum, fused), then by the
-// activation's d, and added to the output.
+// ggml's tiled K-quant matmul (ggml-cpu/tiled): per super-block an exact integer sum, scaled by
+// the weight's d (less dmin times the min sum, fused), then multiplied by the activation's d
+// and added to the output in one fused multiply-add (GCC contracts the kernel's mul and add;
+// the fused form is what matches llama.cpp's bits).
 float dot_tiled(DType type, const void* w, const BlockQ8_K* a, int64_t nb) {
   float acc = 0;
   uint8_t q[32];
