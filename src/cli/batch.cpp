@@ -42,6 +42,8 @@ int run_batch(LoadedModel& m, const EngineConfig& config, const std::string& inp
     if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
 
   auto core = std::make_unique<EngineCore>(*m.model, m.tokenizer.get(), config);
+  if (!core->memory_summary().empty())
+    std::fprintf(stderr, "%s\n", core->memory_summary().c_str());
   std::fprintf(stderr, "%s\n", core->kv_capacity().summary.c_str());
   AsyncEngine engine(std::move(core));
 

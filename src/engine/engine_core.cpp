@@ -93,26 +93,33 @@ core::SchedulerConfig scheduler_config(const EngineConfig& c) {
   return s;
 }
 
-// One step's activations at the token budget with room for twice max_num_seqs logits rows,
-// plus a quarter more for the pool's rounding and temporaries, and the decode graphs' arena.
-int64_t step_reserve_bytes(const DecoderModel& model, const EngineConfig& c) {
-  return model.activation_bytes(c.max_num_batched_tokens, 2 * int64_t(c.max_num_seqs)) * 5 / 4 +
-         model.graph_arena_bytes();
-}
-
-EngineConfig resolved(EngineConfig c, const DecoderModel& model) {
+// The config with max_model_len and, on a GPU, the KV budget filled in; `memory` receives a line
+// on how the GPU budget was split.
+EngineConfig resolved(EngineConfig c, const DecoderModel& model, std::string& memory) {
   if (c.max_model_len <= 0) c.max_model_len = model.config().max_position_embeddings;
   if (model.device().kind == DeviceKind::Cuda && c.gpu_memory_utilization > 0) {
+    // vLLM's profile run: dummy steps at the token budget and at every decode-graph bucket
+    // measure what a step takes; the KV cache gets the rest. The pool's rounding is not in the
+    // measured peak, hence the tenth on top.
+    const DecoderModel::StepMemory step = model.profile_step_memory(
+        c.max_num_batched_tokens, 2 * c.max_num_seqs, c.max_model_len, c.block_size);
     const DeviceInfo info = cuda_device_info(model.device().index);
     const int64_t used = int64_t(info.total_bytes) - int64_t(info.free_bytes);
+    const int64_t reserve = step.activation_bytes + step.activation_bytes / 10 +
+                            step.graph_arena_bytes;
     const int64_t budget = static_cast<int64_t>(c.gpu_memory_utilization * double(info.total_bytes)) -
-                           used - step_reserve_bytes(model, c);
+                           used - reserve;
+    const auto mib = [](int64_t b) { return std::to_string(b >> 20) + " MiB"; };
+    memory = "GPU memory: " + mib(used) + " of " + mib(int64_t(info.total_bytes)) +
+             " in use after loading; a step at " + std::to_string(c.max_num_batched_tokens) +
+             " tokens peaked at " + mib(step.activation_bytes) + " of activations and the " +
+             "decode graphs need an arena of " + mib(step.graph_arena_bytes) +
+             " (both measured by dummy steps)";
     if (budget <= 0)
       throw Error("--gpu-memory-utilization " + std::to_string(c.gpu_memory_utilization) +
-                  " leaves no room for a KV cache: " + std::to_string(used >> 20) +
-                  " MiB of " + std::to_string(info.total_bytes >> 20) +
-                  " MiB are in use after loading the weights");
+                  " leaves no room for a KV cache. " + memory);
     c.kv_cache_memory = budget;
+    memory += "; the KV cache gets " + mib(budget);
   }
   return c;
 }
@@ -122,7 +129,7 @@ EngineConfig resolved(EngineConfig c, const DecoderModel& model) {
 EngineCore::EngineCore(const DecoderModel& model, const Tokenizer* tokenizer, EngineConfig config)
     : model_(model),
       tokenizer_(tokenizer),
-      config_(resolved(config, model)),
+      config_(resolved(config, model, memory_summary_)),
       scheduler_(scheduler_config(config_), kv_config(model, config_)),
       next_seed_(config_.seed) {
   runner_ = std::make_unique<ModelRunner>(model, scheduler_.kv_cache_manager().config().num_blocks,

@@ -70,6 +70,8 @@ class EngineCore {
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
   core::SchedulerStats stats() const { return scheduler_.stats(); }
   const core::KvCapacity& kv_capacity() const { return scheduler_.kv_capacity(); }
+  // How the GPU memory budget was split at start-up (empty on the CPU).
+  const std::string& memory_summary() const { return memory_summary_; }
   const core::KvCacheManager& kv_cache_manager() const { return scheduler_.kv_cache_manager(); }
   const EngineConfig& config() const { return config_; }
   int max_model_len() const { return config_.max_model_len; }
@@ -82,6 +84,7 @@ class EngineCore {
 
   const DecoderModel& model_;
   const Tokenizer* tokenizer_;
+  std::string memory_summary_;  // before config_, which fills it
   EngineConfig config_;
   core::Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;

@@ -206,21 +206,35 @@ int64_t DecoderModel::kv_bytes_per_token() const {
   return group_size_ * kv_bytes_per_layer_token();
 }
 
-int64_t DecoderModel::activation_bytes(int64_t tokens, int64_t logits_rows,
-                                       bool pieces_reused) const {
-  const ModelConfig& c = config_;
-  // compute(): residual, h, block_out; qkv; attn; gate_up; act; then rows and logits.
-  const int64_t per_token = 3 * int64_t(c.hidden_size) + c.q_size() + 2 * c.kv_size() +
-                            int64_t(c.num_heads) * c.head_dim + 3 * int64_t(c.intermediate_size);
-  // 16-bit pieces: the matmul inputs (per layer qkv and gate_up take hidden, o takes q_size,
-  // down intermediate; the LM head hidden again) and gate_up's product, which a backend may keep
-  // in the weights' type for the silu (2 x intermediate per layer).
-  const int64_t h = c.hidden_size, gate_up = 2 * int64_t(c.intermediate_size);
-  const int64_t inputs =
-      pieces_reused
-          ? std::max<int64_t>({h, c.q_size(), c.intermediate_size, gate_up})
-          : int64_t(c.num_layers) * (2 * h + c.q_size() + c.intermediate_size + gate_up) + h;
-  return 4 * (tokens * per_token + logits_rows * (h + c.vocab_size)) + 2 * tokens * inputs;
+DecoderModel::StepMemory DecoderModel::profile_step_memory(int max_tokens, int max_logits_rows,
+                                                          int max_model_len,
+                                                          int block_size) const {
+  VLLM_CHECK(max_tokens > 0 && max_logits_rows > 0 && block_size > 0, "profile sizes");
+  if (device_.kind == DeviceKind::Cpu) return {};  // nothing to budget: --kv-cache-memory is
+  Backend& be = backend_for(device_);
+  StepMemory m;
+  {
+    const int blocks = (max_tokens + block_size - 1) / block_size;
+    KvCache cache = allocate_kv_cache(blocks, block_size);
+    // A prefill step at the token budget: one sequence of max_tokens tokens, the last rows
+    // wanting logits.
+    const std::vector<int32_t> tokens(static_cast<size_t>(max_tokens), 0);
+    const int rows = std::min(max_tokens, max_logits_rows);
+    std::vector<int32_t> logits_rows(static_cast<size_t>(rows));
+    std::iota(logits_rows.begin(), logits_rows.end(), max_tokens - rows);
+    std::vector<std::vector<int32_t>> tables(groups_.size(), std::vector<int32_t>(blocks));
+    for (auto& t : tables) std::iota(t.begin(), t.end(), 0);
+    const ForwardBatch batch =
+        single_sequence_batch(tokens, 0, tables, block_size, std::move(logits_rows));
+    std::vector<AttentionMeta> meta;
+    const StepInputs in = upload_inputs(batch, meta, Tensor());
+    be.begin_profile();
+    compute(in, cache);
+    m.activation_bytes = be.end_profile().peak_bytes;
+    m.graph_arena_bytes = measure_graph_arena(max_model_len, block_size, cache);
+  }
+  be.release_cached_memory();  // the dummy cache and steps: not the weights' share
+  return m;
 }
 
 KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {

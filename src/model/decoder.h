@@ -30,13 +30,18 @@ class DecoderModel {
   int64_t kv_bytes_per_layer_token() const;  // K + V of one layer
   // The KV cache groups (vLLM's): layers with the same window share one block table.
   const std::vector<KvCacheGroup>& kv_cache_groups() const { return groups_; }
-  // Bytes forward() allocates for a step of `tokens` tokens and `logits_rows` logits rows: the
-  // f32 activations, the rows and logits, and the 16-bit copies of matmul inputs that
-  // cuBLASLt takes on a GPU: one at a time from the pool, or, when freed pieces are not reused
-  // (the graphs' step arena), one per matmul of the step. Split-KV partials are not counted.
-  int64_t activation_bytes(int64_t tokens, int64_t logits_rows, bool pieces_reused = true) const;
-  // The step arena the decode graphs take on a GPU (0 on the CPU or with enforce_eager).
-  int64_t graph_arena_bytes() const;
+  // What steps need on the device besides the weights and the KV cache, measured by running
+  // dummy steps (vLLM's profile run) rather than estimated: the peak of live activation bytes of
+  // a prefill step of max_tokens tokens with max_logits_rows logits rows, and the step arena the
+  // decode graphs need for every bucket at contexts up to max_model_len (0 on the CPU or with
+  // enforce_eager). The arena figure is also what forward() sizes the arena by. Zeros on the
+  // CPU, whose KV budget is given (--kv-cache-memory).
+  struct StepMemory {
+    int64_t activation_bytes = 0;
+    int64_t graph_arena_bytes = 0;
+  };
+  StepMemory profile_step_memory(int max_tokens, int max_logits_rows, int max_model_len,
+                                 int block_size) const;
   KvCache allocate_kv_cache(int num_blocks, int block_size) const;
   // Logits [batch.logits_indices.size(), vocab_size] f32, on device(). On a GPU they are
   // valid until the next forward().
@@ -64,6 +69,13 @@ class DecoderModel {
   // (decoder_graphs.cpp); nullopt when the step does not qualify.
   std::optional<Tensor> forward_graph(const ForwardBatch& batch, KvCache& cache) const;
   struct Graph;
+  // The arena every decode-graph bucket needs with block tables for max_model_len tokens,
+  // measured by an eager run of each bucket (0 where graphs are off). Remembered for the
+  // captures; forward_graph measures with max_position_embeddings if nothing did before, and
+  // runs steps with wider tables than measured eagerly.
+  int64_t measure_graph_arena(int max_model_len, int block_size, KvCache& cache) const;
+  mutable int64_t graph_arena_bytes_ = -1;  // -1: not measured yet
+  mutable int graph_arena_width_ = 0;         // the block-table width it was measured at
 
   // One decoder layer as its LayerSpec describes it. Norm weights are f32; a norm the layer's
   // placement does not have stays undefined.

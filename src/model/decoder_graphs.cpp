@@ -22,17 +22,39 @@ int bucket(int n, int smallest) {
 
 }  // namespace
 
-// Everything compute() allocates for a decode step of the largest bucket (the arena hands out
-// fresh pieces only), plus split-KV partials of every layer and room for 256-byte alignment.
-// Split-KV keeps fewer than 4 x multiprocessors partial rows of head_dim + 2 floats per layer
-// (runtime/cuda/attention.cu); 4,096 rows covers GPUs of up to 1,024 multiprocessors.
-int64_t DecoderModel::graph_arena_bytes() const {
-  if (enforce_eager_ || !backend_for(device_).supports_graphs()) return 0;
-  const ModelConfig& c = config_;
-  const int64_t tokens = kMaxGraphTokens;
-  const int64_t partials = int64_t(c.num_layers) * 4096 * 4 * (c.head_dim + 2);
-  return (activation_bytes(tokens, tokens, /*pieces_reused=*/false) + partials) * 5 / 4 +
-         (int64_t(16) << 20);
+// The decode step of every bucket, eager, with block tables as wide as max_model_len needs (the
+// widest captures split the keys the most): each piece the arena would hand out, counted by the
+// backend. Padding sequences write no KV (slot -1) and read one token of block 0.
+int64_t DecoderModel::measure_graph_arena(int max_model_len, int block_size,
+                                          KvCache& cache) const {
+  Backend& be = backend_for(device_);
+  if (enforce_eager_ || !be.supports_graphs()) return graph_arena_bytes_ = 0;
+  const int width = bucket((max_model_len + block_size - 1) / block_size, 16);
+  int64_t most = 0;
+  for (int tokens = 1; tokens <= kMaxGraphTokens; tokens *= 2) {
+    ForwardBatch p;
+    p.token_ids.assign(tokens, 0);
+    p.positions.assign(tokens, 0);
+    p.logits_indices.resize(tokens);
+    std::iota(p.logits_indices.begin(), p.logits_indices.end(), 0);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      p.slot_mappings.emplace_back(tokens, -1);
+      AttentionMeta& a = p.attn.emplace_back();
+      a.query_start_loc.resize(tokens + 1);
+      std::iota(a.query_start_loc.begin(), a.query_start_loc.end(), 0);
+      a.seq_lens.assign(tokens, 1);
+      a.max_blocks_per_seq = width;
+      a.block_tables.assign(size_t(tokens) * width, 0);
+      a.max_seq_len_bound = width * block_size;
+    }
+    std::vector<AttentionMeta> meta;
+    const StepInputs in = upload_inputs(p, meta, Tensor());
+    be.begin_profile();
+    compute(in, cache);
+    most = std::max(most, be.end_profile().arena_bytes);
+  }
+  graph_arena_width_ = width;
+  return graph_arena_bytes_ = most + 256;  // the arena's own start may need aligning
 }
 
 struct DecoderModel::Graph {
@@ -59,6 +81,9 @@ std::optional<Tensor> DecoderModel::forward_graph(const ForwardBatch& batch,
   int widest = 0;
   for (const AttentionMeta& g : batch.attn) widest = std::max(widest, g.max_blocks_per_seq);
   const int width = bucket(widest, 16);
+  if (graph_arena_bytes_ < 0)
+    measure_graph_arena(config_.max_position_embeddings, cache.block_size, cache);
+  if (width > graph_arena_width_) return std::nullopt;  // wider than measured: eager
   ForwardBatch p;
   p.token_ids = batch.token_ids;
   p.token_ids.resize(tokens, 0);
@@ -93,8 +118,9 @@ std::optional<Tensor> DecoderModel::forward_graph(const ForwardBatch& batch,
                 p.attn[g].seq_lens.size() + p.attn[g].block_tables.size();
     fresh->inputs = Tensor::empty({int64_t(packed)}, DType::I32, device_);
     const StepInputs in = upload_inputs(p, fresh->meta, fresh->inputs);
-    // The arena is sized once for the largest bucket: it cannot move under live graphs.
-    const auto arena = static_cast<size_t>(graph_arena_bytes());
+    // The arena is sized once, for the largest need of any bucket: it cannot move under live
+    // graphs.
+    const auto arena = static_cast<size_t>(graph_arena_bytes_);
     be.begin_arena(arena);  // an eager run first: cuBLASLt plans, module loading
     compute(in, cache);
     be.end_arena();

@@ -30,6 +30,19 @@ class Backend {
   // begin_arena. Backends without graphs ignore it.
   virtual void begin_arena(size_t /*bytes*/) {}
   virtual void end_arena() {}
+  // Memory profiling (vLLM's profile run): between begin_profile and end_profile the backend
+  // records the peak of its live allocations above what was live at begin_profile, and the
+  // size a step arena would need for the same allocations (each piece 256-byte aligned, none
+  // reused). Zeros where nothing is counted.
+  struct MemoryProfile {
+    int64_t peak_bytes = 0;
+    int64_t arena_bytes = 0;
+  };
+  virtual void begin_profile() {}
+  virtual MemoryProfile end_profile() { return {}; }
+  // Hands freed memory the allocator keeps for reuse back to the device, so that a measure of
+  // free device memory afterwards does not count it.
+  virtual void release_cached_memory() {}
   // Graph capture: the work enqueued between begin_capture and end_capture is recorded, not
   // run, and replay() runs it again. Only where supports_graphs().
   virtual bool supports_graphs() const { return false; }

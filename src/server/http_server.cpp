@@ -224,6 +224,7 @@ int run_server(ServerConfig config) {
                 load_s, cfg.device.str().c_str(), model.config().architecture.c_str(),
                 model.config().vocab_size, core->max_model_len());
   log_info(line);
+  if (!core->memory_summary().empty()) log_info(core->memory_summary());
   log_info(core->kv_capacity().summary);
   ctx.max_model_len = core->max_model_len();
   ctx.vocab_size = model.config().vocab_size;

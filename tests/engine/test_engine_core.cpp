@@ -452,6 +452,39 @@ TEST(CudaEngine, HybridGroupsMatchCpu) {
   expect_cuda_matches_cpu("fixtures/tiny/gemma3", random_prompts(9, 3, 60, 384, 5), 400, 48);
 }
 
+// The GPU budget from a profile run, as vLLM's: dummy steps measure the activations at the
+// token budget and the decode graphs' arena; a bigger token budget measures more; and real
+// steps at the budget and at several graph buckets then fit in what was measured (a step
+// arena overrun throws).
+TEST(CudaEngine, ProfiledMemoryHoldsTheSteps) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  LoadedModel gpu = load_model("fixtures/tiny/llama", {}, Device{DeviceKind::Cuda, 0});
+  const DecoderModel::StepMemory small = gpu.model->profile_step_memory(64, 8, 128, 4);
+  const DecoderModel::StepMemory big = gpu.model->profile_step_memory(1024, 8, 128, 4);
+  EXPECT_GT(small.activation_bytes, 0);
+  EXPECT_GT(small.graph_arena_bytes, 0);
+  EXPECT_GT(big.activation_bytes, small.activation_bytes);
+  EXPECT_EQ(big.graph_arena_bytes, small.graph_arena_bytes);  // decode steps: same buckets
+  const DeviceInfo info = cuda_device_info(0);
+  EngineConfig cfg;
+  cfg.max_model_len = 128;
+  cfg.block_size = 4;
+  cfg.max_num_batched_tokens = 256;
+  // About 1 GiB above what is in use now, so the KV cache stays small.
+  cfg.gpu_memory_utilization =
+      double(info.total_bytes - info.free_bytes + (int64_t(1) << 30)) / double(info.total_bytes);
+  EngineCore core(*gpu.model, nullptr, cfg);
+  EXPECT_NE(core.memory_summary().find("measured"), std::string::npos) << core.memory_summary();
+  EXPECT_GT(core.config().kv_cache_memory, 0);
+  EXPECT_LT(core.config().kv_cache_memory, int64_t(1) << 30);
+  const auto prompts = random_prompts(40, 20, 90, 384, 9);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    core.add_request(std::to_string(i), prompts[i], greedy(12));
+  const auto got = run_all(core);
+  ASSERT_EQ(got.size(), prompts.size());
+  for (const auto& [id, d] : got) EXPECT_EQ(d.tokens.size(), 12u) << id;
+}
+
 // Sampling on the GPU (runtime/ops.h sample_rows): a seeded request with temperature, top-k
 // and top-p draws the same tokens alone and in a batch beside greedy requests, other sampled
 // requests and one whose logprobs send its row to the host sampler; and it does sample (its

@@ -62,6 +62,7 @@ void* CudaBackend::alloc(size_t bytes) {
     arena_used_ = at + bytes;
     return arena_ + at;
   }
+  if (profiling_) profile_arena_ = (profile_arena_ + 255) / 256 * 256 + bytes;
   void* p = nullptr;
   const cudaError_t err = cudaMallocAsync(&p, bytes, stream_);
   if (err != cudaSuccess) {
@@ -98,6 +99,43 @@ void CudaBackend::begin_arena(size_t bytes) {
 }
 
 void CudaBackend::end_arena() { arena_active_ = false; }
+
+namespace {
+cudaMemPool_t default_pool(int index) {
+  cudaMemPool_t pool;
+  VLLM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
+  return pool;
+}
+}  // namespace
+
+void CudaBackend::begin_profile() {
+  VLLM_CHECK(!profiling_ && !arena_active_, "profiling inside a profile or a step arena");
+  VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  cudaMemPool_t pool = default_pool(index_);
+  uint64_t zero = 0;  // resets the high watermark to the current use
+  VLLM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+  VLLM_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &profile_base_));
+  profile_arena_ = 0;
+  profiling_ = true;
+}
+
+Backend::MemoryProfile CudaBackend::end_profile() {
+  VLLM_CHECK(profiling_, "end_profile without begin_profile");
+  profiling_ = false;
+  VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  cudaMemPool_t pool = default_pool(index_);
+  uint64_t high = 0;
+  VLLM_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
+  MemoryProfile p;
+  p.peak_bytes = high > profile_base_ ? static_cast<int64_t>(high - profile_base_) : 0;
+  p.arena_bytes = static_cast<int64_t>(profile_arena_);
+  return p;
+}
+
+void CudaBackend::release_cached_memory() {
+  VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  VLLM_CUDA_CHECK(cudaMemPoolTrimTo(default_pool(index_), 0));
+}
 
 void CudaBackend::begin_capture() {
   VLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));

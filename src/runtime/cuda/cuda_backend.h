@@ -26,6 +26,9 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   void begin_arena(size_t bytes) override;
   void end_arena() override;
+  void begin_profile() override;
+  MemoryProfile end_profile() override;
+  void release_cached_memory() override;
   bool supports_graphs() const override { return true; }
   void begin_capture() override;
   std::shared_ptr<void> end_capture() override;
@@ -84,6 +87,10 @@ class CudaBackend final : public Backend {
   size_t arena_bytes_ = 0, arena_used_ = 0;
   bool arena_active_ = false;
   int graphs_alive_ = 0;
+  // Profiling: the pool's use at begin_profile, and the arena the allocations since would take.
+  bool profiling_ = false;
+  uint64_t profile_base_ = 0;
+  size_t profile_arena_ = 0;
   std::mutex plans_mutex_;
   std::map<GemmKey, std::shared_ptr<GemmPlan>> plans_;  // shared_ptr: GemmPlan is opaque here
 };
