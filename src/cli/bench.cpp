@@ -10,6 +10,7 @@
 #include "model/generator.h"
 #include "model/load.h"
 #include "runtime/device.h"
+#include "runtime/ops.h"
 #include "runtime/cpu/quant.h"
 #include "runtime/thread_pool.h"
 
@@ -23,11 +24,13 @@ struct BenchArgs {
   int threads = 0;
   int repeats = 3;
   std::string device = "cpu";
+  std::string cpu_order = "batch-invariant";
   bool enforce_eager = false;
 };
 
 int run_latency(const BenchArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
+  set_cpu_order(parse_cpu_order(a.cpu_order));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   const auto t_load = std::chrono::steady_clock::now();
   LoadedModel m = load_model(path, {}, parse_device(a.device));
@@ -80,6 +83,9 @@ void add_bench(CLI::App& app) {
   lat->add_option("--repeats", args->repeats)->check(CLI::Range(1, 100));
   lat->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   lat->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs");
+  lat->add_option("--cpu-order", args->cpu_order, "batch-invariant or llamacpp (see generate)")
+      ->check(CLI::IsMember({"batch-invariant", "llamacpp"}))
+      ->capture_default_str();
   lat->callback([args] { std::exit(run_guarded([&] { return run_latency(*args); })); });
   add_bench_serve(*bench);
 }

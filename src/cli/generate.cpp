@@ -8,6 +8,7 @@
 #include "model/generator.h"
 #include "model/load.h"
 #include "runtime/device.h"
+#include "runtime/ops.h"
 #include "runtime/thread_pool.h"
 #include "util/check.h"
 
@@ -43,6 +44,7 @@ struct GenerateArgs {
   std::string kv_cache_memory;
   double gpu_memory_utilization = 0.9;
   std::string device = "cpu";
+  std::string cpu_order = "batch-invariant";
   bool enforce_eager = false;
   bool no_prefix_caching = false;
 };
@@ -74,10 +76,14 @@ namespace {
 
 int run_generate(const GenerateArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
+  set_cpu_order(parse_cpu_order(a.cpu_order));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   const auto t0 = std::chrono::steady_clock::now();
   const Device device = parse_device(a.device);
-  LoadedModel m = load_model(path, {}, device);
+  // The context served picks LongRoPE's factors: the engine's in batch mode, else the
+  // generator's.
+  const int served = a.input.empty() ? a.max_model_len : a.engine.max_model_len;
+  LoadedModel m = load_model(path, {}, device, served);
   m.model->set_enforce_eager(a.enforce_eager);
   if (!a.input.empty() || !a.output.empty()) {
     if (a.input.empty() || a.output.empty()) throw Error("--input and --output go together");
@@ -159,6 +165,12 @@ void add_generate(CLI::App& app) {
                 "Windowed layers keep every block, as global layers do");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs for decode steps");
+  cmd->add_option("--cpu-order", args->cpu_order,
+                  "CPU float summation order: batch-invariant (a token's logits do not depend on "
+                  "batching or chunking) or llamacpp (llama.cpp's own, bit for bit under its "
+                  "schedule)")
+      ->check(CLI::IsMember({"batch-invariant", "llamacpp"}))
+      ->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
                   "CUDA, batch mode: fraction of GPU memory to use when --kv-cache-memory is not "
                   "given")->check(CLI::Range(0.0, 1.0))->capture_default_str();

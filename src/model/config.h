@@ -72,6 +72,9 @@ struct ModelConfig {
   bool rope_neox = true;  // HF checkpoints rotate halves; GGUF llama weights are interleaved
   bool rope_ggml_theta = false;  // RoPE angles with ggml's arithmetic (GGUF files)
   bool kv_cache_f16 = false;     // f16 K/V cache (GGUF files, as llama.cpp)
+  // The context the engine serves (--max-model-len; 0: max_position_embeddings). LongRoPE
+  // takes its long factors when it reaches past the original context.
+  int max_model_len = 0;
   bool gelu_f16 = false;  // GELU in and out through f16, as ggml's CPU table (GGUF files)
   // q multiplied by the softmax scale before attention, as llama.cpp's Gemma-3 graph does
   // (with a power-of-two scale it differs only where q * scale is an f16 subnormal).
@@ -96,8 +99,6 @@ struct ModelConfig {
 // multiplier (YaRN's and LongRoPE's attention factor; 1 otherwise). LongRoPE takes its long
 // factors when the context served (max_model_len, else max_position_embeddings) reaches past
 // the original one: one choice for every token, so a rotation never depends on the batch.
-// The decoder passes no max_model_len yet: a LongRoPE model with a longer
-// max_position_embeddings rotates by its long factors even when served shorter.
 struct RopeTables {
   std::vector<float> inv_freq;
   float mscale = 1.0f;

@@ -95,7 +95,8 @@ Tensor DecoderModel::norm_weight(const WeightSource& w, const std::string& name,
 
 RopeParams DecoderModel::rope_params(const LayerSpec& spec, const WeightSource& w) const {
   const ModelConfig& c = config_;
-  RopeTables tables = compute_rope_tables(spec.rope, c.head_dim, c.max_position_embeddings);
+  RopeTables tables =
+      compute_rope_tables(spec.rope, c.head_dim, c.max_position_embeddings, c.max_model_len);
   RopeParams r;
   r.inv_freq = std::move(tables.inv_freq);
   r.mscale = tables.mscale;

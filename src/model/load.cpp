@@ -64,7 +64,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
 }
 
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer,
-                       Device device) {
+                       Device device, int max_model_len) {
   LoadedModel out;
   out.path = path;
   const fs::path p(path);
@@ -75,6 +75,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
     nlohmann::json gen;
     if (fs::exists(p / "generation_config.json")) gen = read_json(p / "generation_config.json");
     ModelConfig config = config_from_hf(read_json(cfg), gen);
+    config.max_model_len = max_model_len;
     auto weights = make_safetensors_source(SafetensorsModel::open(path));
     out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer, device);
     if (fs::exists(p / "tokenizer.json")) out.tokenizer = Tokenizer::from_dir(path);
@@ -82,6 +83,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
   }
   auto gguf = GgufFile::open(path);
   ModelConfig config = config_from_gguf(*gguf);
+  config.max_model_len = max_model_len;
   out.tokenizer = Tokenizer::from_gguf_vocab(vocab_from_gguf(*gguf));
   auto weights = make_gguf_source(gguf, config);
   out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer, device);

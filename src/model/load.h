@@ -16,8 +16,10 @@ struct LoadedModel {
   const ModelConfig& config() const { return model->config(); }
 };
 
+// max_model_len: the context the engine will serve, if the user set one (0: the model's own);
+// it picks LongRoPE's factors (ModelConfig::max_model_len).
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer = {},
-                       Device device = kCpu);
+                       Device device = kCpu, int max_model_len = 0);
 // Only the tokenizer of a model (no weights are read): tokenizer.json + tokenizer_config.json
 // of a directory, or the vocabulary embedded in a .gguf file.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

@@ -1,11 +1,24 @@
 // Op front-ends: free functions with explicit outputs. Each validates shapes, dtypes and
 // devices once, then dispatches to the backend of its output's device.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "runtime/tensor.h"
 
 namespace vllm {
+
+// The CPU's float summation order where llama.cpp's depends on the shape of a step (the
+// attention products of one query row or of several, the K-quant kernel by activation rows).
+// kBatchInvariant, the default: every token takes the order of a decode step, so its logits do
+// not depend on batching, chunked prefill or preemption. kLlamaCpp: llama.cpp's own, to give
+// its logits bit for bit under its schedule (a prompt in one step, then a token per step).
+// Process-wide; set it before a model runs. CUDA kernels do not look at it.
+enum class CpuOrder { kBatchInvariant, kLlamaCpp };
+void set_cpu_order(CpuOrder order);
+CpuOrder cpu_order();
+// "batch-invariant" or "llamacpp" (the CLI's --cpu-order); throws vllm::Error on anything else.
+CpuOrder parse_cpu_order(const std::string& name);
 
 // Rotary embedding. inv_freq holds one frequency per rotated pair (rotary_dim / 2 entries),
 // already adjusted for llama3 / linear / YaRN scaling; mscale multiplies cos and sin (YaRN).

@@ -8,8 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include "model/generator.h"
+#include "runtime/ops.h"
 
 namespace vllm::llamacpp_check {
+
+// llama.cpp's own CPU summation order (runtime/ops.h CpuOrder) for the scope of a test.
+struct LlamaCppOrder {
+  LlamaCppOrder() { set_cpu_order(CpuOrder::kLlamaCpp); }
+  ~LlamaCppOrder() { set_cpu_order(CpuOrder::kBatchInvariant); }
+};
 
 // The bar: our own greedy continuations (llama.cpp's schedule: the prompt in one
 // step, then one token per step) equal llama.cpp's; a first mismatch where llama.cpp's top-2

@@ -40,6 +40,7 @@ TEST(Gemma3, StepLogitsEqualLlamaCpp) {
   LoadedModel m = load_model(kModel);
   const nlohmann::json ref = reference();
   ASSERT_GE(ref["cases"].size(), 8u);
+  llamacpp_check::LlamaCppOrder order;
   EXPECT_EQ(llamacpp_check::expect_step_logits_equal(*m.model, ref),
             64 * static_cast<int>(ref["cases"].size()));
 }
@@ -52,6 +53,7 @@ TEST(Gemma3, FreeRunningGreedyMatchesLlamaCpp) {
   LoadedModel m = load_model(kModel);
   const nlohmann::json ref = reference();
   ASSERT_GE(ref["cases"].size(), 8u);
+  llamacpp_check::LlamaCppOrder order;
   EXPECT_GE(llamacpp_check::expect_free_running_matches(*m.model, ref), 8);
 }
 

@@ -82,6 +82,7 @@ TEST(SmolLM2, StepLogitsEqualLlamaCpp) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/setup.sh)";
   if (!bit_exact_build()) GTEST_SKIP() << "scalar CPU build: not llama.cpp's summation order";
   LoadedModel m = load_model(kModel);
+  llamacpp_check::LlamaCppOrder order;
   EXPECT_EQ(llamacpp_check::expect_step_logits_equal(*m.model, reference()), 640);
 }
 
@@ -89,5 +90,6 @@ TEST(SmolLM2, FreeRunningGreedyMatchesLlamaCpp) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/setup.sh)";
   if (!bit_exact_build()) GTEST_SKIP() << "scalar CPU build: not llama.cpp's summation order";
   LoadedModel m = load_model(kModel);
+  llamacpp_check::LlamaCppOrder order;
   llamacpp_check::expect_free_running_matches(*m.model, reference());
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -103,3 +104,21 @@ INSTANTIATE_TEST_SUITE_P(
                                          "gemma3", "phi3", "olmo2", "granite", "qwen2_swa"),
                        ::testing::Values("cpu", "cuda")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+// LongRoPE (Phi-3): the context the engine serves picks the factors. Served within the
+// original 64 tokens the model is the one checked against transformers above (short
+// factors); served longer, every token rotates by the long factors, so the logits move.
+TEST(TinyModelLongRope, ServedContextPicksTheFactors) {
+  const std::vector<int32_t> prompt = {5, 17, 29, 3, 11};
+  const auto logits = [&](int served) {
+    LoadedModel m = load_model(kDir + "phi3", {}, kCpu, served);
+    return m.model->score(prompt);
+  };
+  const Tensor model_own = logits(0), within = logits(64), longer = logits(128);
+  const int64_t n = model_own.numel();
+  EXPECT_EQ(std::memcmp(model_own.data<float>(), within.data<float>(), n * sizeof(float)), 0);
+  double moved = 0;
+  for (int64_t i = 0; i < n; ++i)
+    moved = std::max(moved, double(std::fabs(longer.data<float>()[i] - within.data<float>()[i])));
+  EXPECT_GT(moved, 1e-3) << "served at 128 tokens, the long factors should change the logits";
+}

@@ -71,6 +71,7 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
   for (int b = 0; b < meta.num_seqs(); ++b)
     for (int32_t t = meta.query_start_loc[b]; t < meta.query_start_loc[b + 1]; ++t) seq_of[t] = b;
 
+  const bool llamacpp_order = cpu_order() == CpuOrder::kLlamaCpp;
   cpu_pool().parallel_for(T * Hq, [&](int64_t i0, int64_t i1) {
     std::vector<float> scores, qbuf(static_cast<size_t>(D)), acc;
     for (int64_t item = i0; item < i1; ++item) {
@@ -117,10 +118,11 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
         });
         continue;
       }
-      // f16 cache: ggml's arithmetic and order (ggml_order.h), single-row order for decode
-      // steps, batched order for prompt chunks.
-      const ggml_order::Order order =
-          q_len > 1 ? ggml_order::Order::Batched : ggml_order::Order::Single;
+      // f16 cache: ggml's arithmetic and order (ggml_order.h): the single-row order of a
+      // decode step for every row, or, as llama.cpp (CpuOrder::kLlamaCpp), the batched order
+      // for rows of a prompt chunk.
+      const ggml_order::Order order = q_len > 1 && llamacpp_order ? ggml_order::Order::Batched
+                                                                  : ggml_order::Order::Single;
       std::copy(qv, qv + D, qbuf.begin());
       round_to_f16(qbuf.data(), D);
       // Keys of one block are rows `kv_stride` apart.

@@ -1,9 +1,11 @@
 #include "runtime/cpu/cpu_backend.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "runtime/ops.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -25,10 +27,24 @@ void CpuBackend::copy(void* dst, Device dst_device, const void* src, Device src_
   std::memcpy(dst, src, bytes);
 }
 
+namespace {
+std::atomic<CpuOrder> g_order{CpuOrder::kBatchInvariant};
+}  // namespace
+
 CpuBackend& cpu_backend() {
   static CpuBackend backend;
   return backend;
 }
 
 }  // namespace cpu
+
+void set_cpu_order(CpuOrder order) { cpu::g_order.store(order); }
+CpuOrder cpu_order() { return cpu::g_order.load(); }
+
+CpuOrder parse_cpu_order(const std::string& name) {
+  if (name == "batch-invariant") return CpuOrder::kBatchInvariant;
+  if (name == "llamacpp") return CpuOrder::kLlamaCpp;
+  throw Error("--cpu-order '" + name + "': expected batch-invariant or llamacpp");
+}
+
 }  // namespace vllm

@@ -77,12 +77,14 @@ void matmul_kquant(const Tensor& x, const Tensor& w, Tensor& out, bool accumulat
       quantize_row_q8_k(reinterpret_cast<const float*>(x.row(m)), xq_data + m * nb, K);
   });
   const DType type = w.dtype();
+  // Every row in the order of a one-row call, unless llama.cpp's shape-dependent order is asked.
+  const bool llamacpp = cpu_order() == CpuOrder::kLlamaCpp;
   const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
   pool.parallel_for(num_tiles, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n0 = t * kRowTile, n1 = std::min(N, n0 + kRowTile);
       for (int64_t m = 0; m < M; ++m) {
-        const KOrder order = kquant_order(type, N, M, m);
+        const KOrder order = llamacpp ? kquant_order(type, N, M, m) : kquant_order(type, N, 1, 0);
         float* o = reinterpret_cast<float*>(out.row(m));
         for (int64_t n = n0; n < n1; ++n) {
           const float v = dot_kquant(type, order, w.row(n), xq_data + m * nb, nb);
