@@ -70,7 +70,8 @@ class EngineCore {
   // Finishes all completions of a request; their blocks return to the pool. False if unknown.
   bool abort_request(const std::string& id);
   std::vector<RequestOutput> step();
-  // What the steps and aborts since the last call measured.
+  // What the steps and aborts since the last call measured; they pile up until taken
+  // (AsyncEngine takes them after every step).
   IterationStats take_iteration_stats() { return std::exchange(iteration_stats_, {}); }
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
   core::SchedulerStats stats() const { return scheduler_.stats(); }
