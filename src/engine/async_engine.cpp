@@ -24,7 +24,7 @@ void AsyncEngine::add_request(const std::string& id, std::vector<int32_t> prompt
     if (callbacks_.count(id)) throw Error("duplicate request id " + id);
     const int n = params.n;
     callbacks_[id] = {std::move(on_output), n};
-    adds_.push_back({id, std::move(prompt), std::move(params), priority});
+    adds_.push_back({id, std::move(prompt), std::move(params), priority, StatsClock::now()});
   }
   wake_.notify_all();
 }
@@ -42,6 +42,11 @@ bool AsyncEngine::abort(const std::string& id) {
 core::SchedulerStats AsyncEngine::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
+}
+
+void AsyncEngine::set_stats_observer(StatsObserver observer) {
+  std::lock_guard lock(mutex_);
+  stats_observer_ = std::move(observer);
 }
 
 void AsyncEngine::loop() {
@@ -62,7 +67,7 @@ void AsyncEngine::loop() {
     for (PendingAdd& a : adds) {
       const int n = a.params.n;
       try {
-        core_->add_request(a.id, std::move(a.prompt), std::move(a.params), a.priority);
+        core_->add_request(a.id, std::move(a.prompt), std::move(a.params), a.priority, a.arrival);
       } catch (const Error&) {  // validated on the way in; finish it rather than lose it
         for (int i = 0; i < n; ++i) {
           RequestOutput out;
@@ -77,11 +82,15 @@ void AsyncEngine::loop() {
     for (const std::string& id : aborts) core_->abort_request(id);
     for (RequestOutput& o : core_->step()) outputs.push_back(std::move(o));
 
+    const IterationStats iteration = core_->take_iteration_stats();
     std::vector<std::pair<Callback, RequestOutput>> deliveries;
+    StatsObserver observer;
+    core::SchedulerStats stats;
     {
       std::lock_guard lock(mutex_);
       busy_ = core_->has_unfinished();
-      stats_ = core_->stats();
+      stats_ = stats = core_->stats();
+      observer = stats_observer_;
       for (RequestOutput& o : outputs) {
         auto it = callbacks_.find(o.request_id);
         if (it == callbacks_.end()) continue;
@@ -89,6 +98,7 @@ void AsyncEngine::loop() {
         if (deliveries.back().second.finished && --it->second.second == 0) callbacks_.erase(it);
       }
     }
+    if (observer) observer(iteration, stats);
     for (auto& [cb, out] : deliveries) cb(out);
     if (stopping) return;
   }

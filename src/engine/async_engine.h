@@ -19,6 +19,8 @@ namespace vllm {
 class AsyncEngine {
  public:
   using Callback = std::function<void(const RequestOutput&)>;
+  // Called on the engine thread after each step, before that step's outputs are delivered.
+  using StatsObserver = std::function<void(const IterationStats&, const core::SchedulerStats&)>;
 
   explicit AsyncEngine(std::unique_ptr<EngineCore> core);
   ~AsyncEngine();  // aborts what is left, then stops the thread
@@ -30,6 +32,7 @@ class AsyncEngine {
   bool abort(const std::string& id);
   // As of the last finished step.
   core::SchedulerStats stats() const;
+  void set_stats_observer(StatsObserver observer);
   // The configuration and capacity (fixed at start); not the per-step state.
   const EngineCore& core() const { return *core_; }
 
@@ -39,6 +42,7 @@ class AsyncEngine {
     std::vector<int32_t> prompt;
     SamplingParams params;
     int priority = 0;
+    StatsClock::time_point arrival;
   };
   void loop();
 
@@ -49,6 +53,7 @@ class AsyncEngine {
   std::vector<std::string> aborts_;
   std::unordered_map<std::string, std::pair<Callback, int>> callbacks_;  // id -> (cb, live n)
   core::SchedulerStats stats_;
+  StatsObserver stats_observer_;
   bool busy_ = false;  // the core had unfinished requests after the last step
   bool stop_ = false;
   std::thread thread_;

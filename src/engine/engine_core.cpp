@@ -16,6 +16,8 @@ struct EngineCore::Completion {
   size_t emitted = 0;    // bytes of `text` already returned
   size_t max_stop = 0;   // longest stop string
   int num_prompt_tokens = 0;
+  int num_cached_tokens = 0;
+  RequestTimes times;
   bool first_output = true;
   bool finished = false;
 };
@@ -158,10 +160,13 @@ void EngineCore::validate_request(const std::vector<int32_t>& prompt,
 }
 
 void EngineCore::add_request(const std::string& id, std::vector<int32_t> prompt,
-                             SamplingParams params, int priority) {
+                             SamplingParams params, int priority, StatsClock::time_point arrival) {
   validate_request(prompt, params);
   if (parents_.count(id)) throw Error("duplicate request id " + id);
-  std::vector<std::string>& children = parents_[id];
+  const StatsClock::time_point now = StatsClock::now();
+  Parent& parent = parents_[id];
+  parent.n = params.n;
+  std::vector<std::string>& children = parent.children;
   for (int i = 0; i < params.n; ++i) {
     const std::string child = params.n == 1 ? id : id + "#" + std::to_string(i);
     SamplingParams p = params;
@@ -181,6 +186,8 @@ void EngineCore::add_request(const std::string& id, std::vector<int32_t> prompt,
     c->index = i;
     c->params = p;
     c->num_prompt_tokens = static_cast<int>(prompt.size());
+    c->times.arrival = arrival == StatsClock::time_point{} ? now : arrival;
+    c->times.queued = now;
     if (tokenizer_) {
       const size_t ctx = std::min<size_t>(prompt.size(), 8);
       c->detok = std::make_unique<IncrementalDetokenizer>(
@@ -193,21 +200,32 @@ void EngineCore::add_request(const std::string& id, std::vector<int32_t> prompt,
   }
 }
 
-void EngineCore::finish_child(const std::string& child_id) {
+void EngineCore::finish_child(const std::string& child_id, const std::string& reason,
+                              StatsClock::time_point now) {
   runner_->remove_request(child_id);
   auto it = children_.find(child_id);
   if (it == children_.end()) return;
-  const std::string parent = it->second->parent_id;
+  const Completion& c = *it->second;
+  iteration_stats_.finished.push_back(finished_stats(c.times, reason, c.num_prompt_tokens,
+                                                     c.num_cached_tokens, c.params.max_tokens, now));
+  const std::string parent_id = c.parent_id;
+  Parent& parent = parents_.at(parent_id);
+  parent.max_generation_tokens = std::max(parent.max_generation_tokens, c.times.num_generation_tokens);
   children_.erase(it);
-  auto& kids = parents_[parent];
+  auto& kids = parent.children;
   kids.erase(std::remove(kids.begin(), kids.end(), child_id), kids.end());
-  if (kids.empty()) parents_.erase(parent);
+  if (kids.empty()) {
+    iteration_stats_.n_params.push_back(parent.n);
+    iteration_stats_.max_num_generation_tokens.push_back(parent.max_generation_tokens);
+    parents_.erase(parent_id);
+  }
 }
 
 bool EngineCore::abort_request(const std::string& id) {
   auto it = parents_.find(id);
   if (it == parents_.end()) return false;
-  const std::vector<std::string> kids = it->second;
+  const std::vector<std::string> kids = it->second.children;
+  const StatsClock::time_point now = StatsClock::now();
   for (const std::string& child : kids) {
     Completion& c = *children_.at(child);
     RequestOutput out;
@@ -218,7 +236,7 @@ bool EngineCore::abort_request(const std::string& id) {
     out.num_prompt_tokens = c.num_prompt_tokens;
     pending_.push_back(std::move(out));
     scheduler_.abort_request(child);
-    finish_child(child);
+    finish_child(child, "abort", now);
   }
   return true;
 }
@@ -237,11 +255,40 @@ void EngineCore::emit_text(Completion& c, RequestOutput& out, bool final) {
   }
 }
 
+void EngineCore::record_tokens(Completion& c, const core::RequestUpdate& u, int num_new,
+                               StatsClock::time_point now) {
+  auto secs = [](StatsClock::duration d) { return std::chrono::duration<double>(d).count(); };
+  RequestTimes& t = c.times;
+  IterationStats& it = iteration_stats_;
+  if (t.first_token == StatsClock::time_point{}) {
+    t.first_token = now;
+    c.num_cached_tokens = u.num_cached_tokens;
+    it.time_to_first_tokens.push_back(secs(now - t.arrival));
+    it.num_prompt_tokens += c.num_prompt_tokens;
+    it.num_cached_prompt_tokens += u.num_cached_tokens;
+  } else {
+    it.inter_token_latencies.push_back(secs(now - t.last_token));
+  }
+  t.last_token = now;
+  t.num_generation_tokens += num_new;
+  it.num_generation_tokens += num_new;
+}
+
 std::vector<RequestOutput> EngineCore::step() {
   std::vector<RequestOutput> outputs = std::move(pending_);
   pending_.clear();
   if (!scheduler_.has_unfinished()) return outputs;
   const core::SchedulerOutput sched = scheduler_.schedule();
+  const StatsClock::time_point scheduled_at = StatsClock::now();
+  for (const core::ScheduledRequest& r : sched.scheduled) {
+    if (r.kind != core::ScheduledKind::kNew) continue;  // first scheduled: always new
+    if (auto it = children_.find(r.request_id); it != children_.end())
+      it->second->times.scheduled = scheduled_at;
+  }
+  for (const std::string& id : sched.preempted_req_ids)
+    if (auto it = children_.find(id); it != children_.end()) ++it->second->times.num_preemptions;
+  iteration_stats_.stepped = true;
+  iteration_stats_.num_scheduled_tokens += sched.total_num_scheduled_tokens;
   // finished_req_ids reach the runner inside sched (their batch rows go); their runner state
   // went in finish_child already, and removing it by id here would drop a new request that
   // reuses the id.
@@ -250,6 +297,7 @@ std::vector<RequestOutput> EngineCore::step() {
   for (auto& [id, s] : samples)
     if (!s.token_ids.empty()) sampled[id] = s.token_ids;
   const core::UpdateResult update = scheduler_.update_from_output(sampled);
+  const StatsClock::time_point now = StatsClock::now();  // the new tokens' time
 
   std::unordered_map<std::string, core::RequestStatus> finished;
   for (const auto& f : update.finished) finished[f.request_id] = f.status;
@@ -270,6 +318,8 @@ std::vector<RequestOutput> EngineCore::step() {
       for (const auto& [lp, top] : s.prompt_logprobs) out.prompt_logprobs.push_back(StepLogprobs{lp, top});
     }
     c.first_output = false;
+    if (!out.new_token_ids.empty())
+      record_tokens(c, u, static_cast<int>(out.new_token_ids.size()), now);
     bool done = finished.count(u.request_id) > 0;
     core::RequestStatus status = done ? finished[u.request_id] : core::RequestStatus::kRunning;
     if (u.stop_token_id) out.stop_reason = std::to_string(*u.stop_token_id);
@@ -295,7 +345,7 @@ std::vector<RequestOutput> EngineCore::step() {
     if (done) {
       out.finished = true;
       out.finish_reason = core::finish_reason(status);
-      finish_child(u.request_id);
+      finish_child(u.request_id, out.finish_reason, now);
     }
     outputs.push_back(std::move(out));
   }

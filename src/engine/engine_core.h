@@ -6,10 +6,12 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/scheduler.h"
 #include "engine/model_runner.h"
+#include "engine/request_stats.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vllm {
@@ -58,15 +60,19 @@ class EngineCore {
   ~EngineCore();
 
   // Queues a request; throws vllm::Error with a user-facing message for invalid input
-  // (duplicate id, empty or too long prompt, bad parameters).
+  // (duplicate id, empty or too long prompt, bad parameters). `arrival`: when the frontend
+  // took it (unset: now), the start of its e2e latency and time to first token.
   void add_request(const std::string& id, std::vector<int32_t> prompt, SamplingParams params,
-                   int priority = 0);
+                   int priority = 0, StatsClock::time_point arrival = {});
   // The checks of add_request that need no engine state (all but the duplicate id): reads
   // only the configuration, so any thread may call it while another steps.
   void validate_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   // Finishes all completions of a request; their blocks return to the pool. False if unknown.
   bool abort_request(const std::string& id);
   std::vector<RequestOutput> step();
+  // What the steps and aborts since the last call measured; they pile up until taken
+  // (AsyncEngine takes them after every step).
+  IterationStats take_iteration_stats() { return std::exchange(iteration_stats_, {}); }
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
   core::SchedulerStats stats() const { return scheduler_.stats(); }
   const core::KvCapacity& kv_capacity() const { return scheduler_.kv_capacity(); }
@@ -80,7 +86,11 @@ class EngineCore {
   struct Completion;  // per child request: detokenizer and stop-string state
 
   void emit_text(Completion& c, RequestOutput& out, bool final);
-  void finish_child(const std::string& child_id);  // drops runner and output state
+  void record_tokens(Completion& c, const core::RequestUpdate& u, int num_new,
+                     StatsClock::time_point now);
+  // Drops runner and output state; records the completion's stats as finished for `reason`.
+  void finish_child(const std::string& child_id, const std::string& reason,
+                    StatsClock::time_point now);
 
   const DecoderModel& model_;
   const Tokenizer* tokenizer_;
@@ -89,7 +99,13 @@ class EngineCore {
   core::Scheduler scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<std::string, std::unique_ptr<Completion>> children_;
-  std::unordered_map<std::string, std::vector<std::string>> parents_;  // id -> child ids
+  struct Parent {
+    std::vector<std::string> children;  // live ones
+    int n = 1;
+    int max_generation_tokens = 0;  // over its finished completions
+  };
+  std::unordered_map<std::string, Parent> parents_;
+  IterationStats iteration_stats_;
   std::vector<RequestOutput> pending_;  // outputs produced outside step() (aborts)
   uint64_t next_seed_ = 0;
 };

@@ -8,27 +8,11 @@
 
 namespace vllm::server {
 
-using Clock = std::chrono::steady_clock;
-
 struct Generation::Shared {
   std::mutex mutex;
   std::condition_variable ready;
   std::deque<TaggedOutput> queue;
 };
-
-namespace {
-
-// Per-prompt latency bookkeeping for the metrics; touched only on the engine thread.
-struct Timing {
-  Clock::time_point arrival = Clock::now();
-  std::vector<Clock::time_point> last_token;  // per completion index
-  bool first_token_seen = false;
-  int live = 0;
-};
-
-double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-}  // namespace
 
 Generation::Generation(ServingContext& ctx, std::string base_id)
     : ctx_(ctx), base_id_(std::move(base_id)), shared_(std::make_shared<Shared>()) {
@@ -43,28 +27,8 @@ Generation::~Generation() {
 void Generation::add(std::vector<int32_t> prompt, const SamplingParams& params, int priority) {
   const int prompt_index = static_cast<int>(engine_ids_.size());
   const std::string id = base_id_ + "-" + std::to_string(prompt_index);
-  auto timing = std::make_shared<Timing>();
-  timing->last_token.resize(params.n);
-  timing->live = params.n;
-  Metrics* metrics = &ctx_.metrics;
   std::shared_ptr<Shared> shared = shared_;
-  auto on_output = [shared, timing, metrics, prompt_index](const RequestOutput& out) {
-    const auto now = Clock::now();
-    if (!out.new_token_ids.empty()) {
-      if (!timing->first_token_seen) {
-        timing->first_token_seen = true;
-        metrics->observe_ttft(secs(now - timing->arrival));
-        metrics->add_prompt_tokens(out.num_prompt_tokens);
-      }
-      auto& last = timing->last_token.at(out.index);
-      if (last != Clock::time_point{}) metrics->observe_inter_token(secs(now - last));
-      last = now;
-      metrics->add_generation_tokens(static_cast<int>(out.new_token_ids.size()));
-    }
-    if (out.finished) {
-      metrics->count_finished(out.finish_reason);
-      if (--timing->live == 0) metrics->observe_e2e(secs(now - timing->arrival));
-    }
+  auto on_output = [shared, prompt_index](const RequestOutput& out) {
     {
       std::lock_guard lock(shared->mutex);
       shared->queue.push_back({prompt_index, out});

@@ -234,6 +234,7 @@ int run_server(ServerConfig config) {
     log_warning(warn);
   AsyncEngine engine(std::move(core));
   ctx.engine = &engine;
+  ctx.metrics.attach(engine);
 
   httplib::Server svr;
   configure(svr, ctx);

@@ -24,24 +24,84 @@ TEST(Metrics, HistogramBucketsAreCumulative) {
   EXPECT_NE(out.find("x_sum{m=\"a\"} 7.65\n"), std::string::npos) << out;
 }
 
+TEST(Metrics, Buckets125AsVllm) {
+  EXPECT_EQ(buckets_1_2_5(100), (std::vector<double>{1, 2, 5, 10, 20, 50, 100}));
+  EXPECT_EQ(buckets_1_2_5(2048), (std::vector<double>{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000,
+                                                      2000}));
+  EXPECT_TRUE(buckets_1_2_5(0).empty());
+}
+
+TEST(Metrics, FinishedStatsAsVllmPhases) {
+  using namespace std::chrono_literals;
+  RequestTimes t;
+  const StatsClock::time_point t0{};
+  t.arrival = t0 + 1s;
+  t.queued = t0 + 2s;
+  t.scheduled = t0 + 5s;
+  t.first_token = t0 + 7s;
+  t.last_token = t0 + 11s;
+  t.num_generation_tokens = 5;
+  const FinishedRequestStats f = finished_stats(t, "length", 9, 4, 5, t0 + 12s);
+  EXPECT_DOUBLE_EQ(f.e2e_latency, 11);
+  EXPECT_DOUBLE_EQ(f.queued_time, 3);
+  EXPECT_DOUBLE_EQ(f.prefill_time, 2);
+  EXPECT_DOUBLE_EQ(f.decode_time, 4);
+  EXPECT_DOUBLE_EQ(f.inference_time, 6);
+  EXPECT_DOUBLE_EQ(f.mean_time_per_output_token, 1);  // 4 s over the 4 tokens after the first
+  // Aborted while waiting: all of it was queueing.
+  RequestTimes w;
+  w.arrival = t0 + 1s;
+  w.queued = t0 + 1s;
+  const FinishedRequestStats g = finished_stats(w, "abort", 9, 0, 5, t0 + 4s);
+  EXPECT_DOUBLE_EQ(g.queued_time, 3);
+  EXPECT_DOUBLE_EQ(g.prefill_time, 0);
+  EXPECT_DOUBLE_EQ(g.decode_time, 0);
+  EXPECT_EQ(g.num_generation_tokens, 0);
+}
+
 TEST(Metrics, VllmNamesAndLabels) {
   Metrics m;
-  m.add_prompt_tokens(7);
-  m.add_generation_tokens(3);
-  m.observe_ttft(0.2);
-  m.count_finished("length");
+  IterationStats it;
+  it.stepped = true;
+  it.num_scheduled_tokens = 10;
+  it.num_prompt_tokens = 7;
+  it.num_cached_prompt_tokens = 3;
+  it.num_generation_tokens = 3;
+  it.time_to_first_tokens = {0.2};
+  it.n_params = {1};
+  it.max_num_generation_tokens = {3};
+  FinishedRequestStats f;
+  f.finish_reason = "length";
+  f.e2e_latency = 0.4;
+  f.num_prompt_tokens = 7;
+  f.num_cached_tokens = 3;
+  f.num_generation_tokens = 3;
+  f.max_tokens_param = 3;
+  it.finished = {f};
+  m.record(it);
+  EXPECT_EQ(m.prompt_tokens(), 7);
+  EXPECT_EQ(m.generation_tokens(), 3);
   core::SchedulerStats s;
   s.num_running = 2;
+  s.num_waiting = 4;
   s.kv_cache_usage = 0.25;
   const std::string text = m.render("my \"model\"", s);
-  const std::string label = "{model_name=\"my \\\"model\\\"\"}";
+  const std::string l = "{model_name=\"my \\\"model\\\"\",engine=\"0\"";
   for (const std::string& line :
-       {"vllm:num_requests_running" + label + " 2.0", "vllm:num_requests_waiting" + label + " 0.0",
-        "vllm:kv_cache_usage_perc" + label + " 0.25", "vllm:prompt_tokens_total" + label + " 7.0",
-        "vllm:generation_tokens_total" + label + " 3.0",
-        "vllm:time_to_first_token_seconds_count" + label + " 1.0",
-        "vllm:prefix_cache_queries_total" + label + " 0.0",
-        "vllm:prefix_cache_hits_total" + label + " 0.0"})
+       {"vllm:num_requests_running" + l + "} 2.0", "vllm:num_requests_waiting" + l + "} 4.0",
+        "vllm:num_requests_waiting_by_reason" + l + ",reason=\"capacity\"} 4.0",
+        "vllm:num_requests_waiting_by_reason" + l + ",reason=\"deferred\"} 0.0",
+        "vllm:kv_cache_usage_perc" + l + "} 0.25", "vllm:prompt_tokens_total" + l + "} 7.0",
+        "vllm:prompt_tokens_by_source_total" + l + ",source=\"local_compute\"} 4.0",
+        "vllm:prompt_tokens_by_source_total" + l + ",source=\"local_cache_hit\"} 3.0",
+        "vllm:generation_tokens_total" + l + "} 3.0",
+        "vllm:request_success_total" + l + ",finished_reason=\"length\"} 1.0",
+        "vllm:time_to_first_token_seconds_count" + l + "} 1.0",
+        "vllm:iteration_tokens_total_bucket" + l + ",le=\"8.0\"} 0.0",
+        "vllm:iteration_tokens_total_bucket" + l + ",le=\"16.0\"} 1.0",
+        "vllm:request_prefill_kv_computed_tokens_sum" + l + "} 4.0",
+        "vllm:e2e_request_latency_seconds_bucket" + l + ",le=\"0.5\"} 1.0",
+        "vllm:request_params_n_count" + l + "} 1.0"})
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line;
   for (const char* type : {"# TYPE vllm:inter_token_latency_seconds histogram",
                            "# TYPE vllm:e2e_request_latency_seconds histogram",
