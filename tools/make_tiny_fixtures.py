@@ -73,6 +73,31 @@ ARCHS = {
     "qwen2_swa": ("Qwen2Config", dict(rope_theta=1000000.0, tie_word_embeddings=False,
                                        use_sliding_window=True, sliding_window=8,
                                        max_window_layers=1)),
+    # Qwen3-MoE: 8 experts, 2 active, renormalised top-k; layer 1 dense (mlp_only_layers).
+    "qwen3_moe": ("Qwen3MoeConfig", dict(
+        head_dim=16, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
+        rope_theta=1000000.0, tie_word_embeddings=False)),
+    # DeepSeek-V2 (Lite-like: no q-LoRA): MLA, softmax router with group-limited greedy
+    # top-k, a shared expert, the first layer dense, a routed scaling factor, YaRN.
+    "deepseek_v2": ("DeepseekV2Config", dict(
+        q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+        v_head_dim=16, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+        moe_intermediate_size=32, first_k_dense_replace=1, topk_method="group_limited_greedy",
+        n_group=4, topk_group=2, routed_scaling_factor=1.5, norm_topk_prob=False,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128,
+                      "beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
+        tie_word_embeddings=False)),
+    # DeepSeek-V3: MLA with the q-LoRA branch, sigmoid router with a score correction bias
+    # and group-limited top-k, renormalised, scaled, a shared expert, YaRN with mscale terms.
+    "deepseek_v3": ("DeepseekV3Config", dict(
+        q_lora_rank=24, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+        n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, moe_intermediate_size=32,
+        first_k_dense_replace=1, n_group=4, topk_group=2, routed_scaling_factor=2.5,
+        norm_topk_prob=True,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128,
+                      "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+        tie_word_embeddings=False)),
 }
 
 PROMPT_LENS = [1, 7, 19]
@@ -106,6 +131,11 @@ def main(out_dir, only=None):
             for n, p in model.named_parameters():
                 if n.endswith(".bias"):
                     p.normal_(0.0, 0.1)
+            # Router score corrections (DeepSeek-V3) start at zero, a bias a reader could
+            # ignore unnoticed: make them matter.
+            for n, b in list(model.named_buffers()) + list(model.named_parameters()):
+                if n.endswith("e_score_correction_bias"):
+                    b.uniform_(-0.3, 0.3)
         model.eval()
         d = os.path.join(out_dir, name)
         model.save_pretrained(d, safe_serialization=True)

@@ -8,7 +8,8 @@
 // activations to Q8_K and follow the float order of the kernel llama.cpp picks for the call
 // (runtime/cpu/kquant.h), GELU goes through f16 as ggml's table, q is scaled before attention
 // as llama.cpp's Gemma-3 graph does, and the last layer's MLP sees only the rows that give
-// logits. So the logits equal llama.cpp's to the last bit.
+// logits. So the logits equal llama.cpp's to the last bit, in llama.cpp's shape-dependent
+// order (CpuOrder::kLlamaCpp), which these tests set.
 #include <gtest/gtest.h>
 
 #include <algorithm>

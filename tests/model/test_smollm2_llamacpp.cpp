@@ -7,16 +7,18 @@
 // RoPE's fused multiply-adds, ggml's expf in SwiGLU and softmax, and the summation order of
 // both attention products (src/runtime/cpu/ggml_order.h), which depends on whether a step has
 // one query row (decode) or several (prompt). So the same schedule, a prompt in one step and
-// then one token per step, gives llama.cpp's logits to the last bit.
+// then one token per step, gives llama.cpp's logits to the last bit. That shape-dependent
+// order is CpuOrder::kLlamaCpp (--cpu-order llamacpp), which the bit-exact tests set; the
+// default gives every row the decode order (tests/model/test_batch_invariance.cpp).
 //
 // Three checks:
 // - StepLogitsEqualLlamaCpp: at every step of generation our 5 largest logits are llama.cpp's,
 //   same ids, same float bits.
 // - FreeRunning (the bar): our own greedy continuations equal llama.cpp's; a first
 //   mismatch where llama.cpp's top-2 gap is < 0.05 nat would count as a near tie.
-// - TeacherForced: llama.cpp's continuations scored in one prompt-sized step, a different
-//   schedule from the one that made them, so llama.cpp's own order differs there (batched
-//   instead of single-row attention products): our argmax may differ only where llama.cpp's
+// - TeacherForced: llama.cpp's continuations scored in one prompt-sized step in our default
+//   order, a different schedule from the one that made them (llama.cpp's prompt rows took its
+//   batched attention order): our argmax may differ only where llama.cpp's
 //   top-2 gap is below kNoiseGap, at most kMaxMismatch of the steps. llama.cpp against itself
 //   across those schedules moves the gap by a median of ~0.08 nat, up to 0.79 nat
 //   (tools/llamacpp_schedule_noise.py; docs/benchmarks.md).
