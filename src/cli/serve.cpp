@@ -103,8 +103,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--model", a->model_flag, "Same as the positional MODEL");
   cmd->add_option("--host", c.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", c.port, "Port to listen on")->check(CLI::Range(0, 65535))->capture_default_str();
+  // trigger_on_parse: each occurrence replaces the list, so the last one wins as in argparse.
   cmd->add_option("--served-model-name", a->served_model_names,
-                  "Model name(s) clients use (default: MODEL)");
+                  "Model name(s) clients use (default: MODEL)")->trigger_on_parse();
   cmd->add_option("--api-key", c.api_key,
                   "Require 'Authorization: Bearer KEY' on /v1/* (default: $VLLM_API_KEY)");
   cmd->add_option("--uds", c.uds, "Listen on this Unix domain socket instead of --host/--port");

@@ -20,7 +20,7 @@ from test_server import MODEL_NAME, ServerProcess, free_port
 FLAGS = ["--max-model-len", "1024", "--root-path", "/api/", "--enable-request-id-headers",
          "--max-logprobs", "5", "--max-logprobs", "3", "--return-tokens-as-token-ids",
          "--enable-force-include-usage", "--enable-server-load-tracking",
-         "--enable-tokenizer-info-endpoint"]
+         "--enable-tokenizer-info-endpoint", "--served-model-name", MODEL_NAME, "alias"]
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,10 @@ def assert_error(r, status, needle=None):
 
 def test_repeated_flags_take_the_last_value(flagged):
     # ServerProcess passes --max-model-len 2048 first; FLAGS repeats it with 1024.
-    card = requests.get(flagged.url + "/v1/models", timeout=10).json()["data"][0]
-    assert card["max_model_len"] == 1024
+    cards = requests.get(flagged.url + "/v1/models", timeout=10).json()["data"]
+    assert cards[0]["max_model_len"] == 1024
+    # A list option too: the last occurrence's list replaces the earlier one.
+    assert [c["id"] for c in cards] == [MODEL_NAME, "alias"]
     # --max-logprobs 5 then 3: 3 is the limit.
     ok = requests.post(flagged.url + "/v1/completions", timeout=30, json={
         "model": MODEL_NAME, "prompt": "Hi", "max_tokens": 1, "logprobs": 3})
