@@ -46,7 +46,7 @@ std::string normalize_root_path(std::string p) {
   while (!p.empty() && p.back() == '/') p.pop_back();
   if (!p.empty() && p.front() != '/') throw Error("--root-path must start with '/': " + p);
   for (char ch : p)
-    if (ch == '?' || ch == '#' || ch == ' ' || ch < 0x20)
+    if (ch == '?' || ch == '#' || ch == '{' || ch == '}' || ch == ' ' || ch < 0x20)
       throw Error("--root-path must be a plain URL path: " + p);
   return p;
 }
