@@ -2,6 +2,7 @@
 // to this engine (CPU-only flags are accepted and explained, unsupported values refused).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -40,6 +41,16 @@ std::string read_chat_template(const std::string& arg) {
   throw Error("--chat-template: cannot read " + arg);
 }
 
+// "/api/" -> "/api"; "" and "/" -> "" (no prefix). A proxy prefix must be an absolute path.
+std::string normalize_root_path(std::string p) {
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  if (!p.empty() && p.front() != '/') throw Error("--root-path must start with '/': " + p);
+  for (char ch : p)
+    if (ch == '?' || ch == '#' || ch == '{' || ch == '}' || ch == ' ' || ch < 0x20)
+      throw Error("--root-path must be a plain URL path: " + p);
+  return p;
+}
+
 int run_serve(ServeArgs& a) {
   server::set_log_level(a.log_level);
   if (a.dtype != "auto")
@@ -70,6 +81,14 @@ int run_serve(ServeArgs& a) {
   c.engine.enable_prefix_caching = !a.no_prefix_caching;
   c.engine.seed = static_cast<uint64_t>(a.seed);
   if (!a.chat_template.empty()) c.chat_template = read_chat_template(a.chat_template);
+  // As vLLM: --api-key wins, else VLLM_API_KEY from the environment.
+  if (c.api_key.empty())
+    if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr) c.api_key = env;
+  c.root_path = normalize_root_path(c.root_path);
+  if (c.max_logprobs == -1 || c.max_logprobs > server::kEngineMaxLogprobs)
+    server::log_warning("--max-logprobs " + std::to_string(c.max_logprobs) + ": the engine "
+                        "computes at most " + std::to_string(server::kEngineMaxLogprobs) +
+                        " logprobs per token, so requests are capped at that");
   return server::run_server(c);
 }
 
@@ -84,9 +103,15 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--model", a->model_flag, "Same as the positional MODEL");
   cmd->add_option("--host", c.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", c.port, "Port to listen on")->check(CLI::Range(0, 65535))->capture_default_str();
+  // trigger_on_parse: each occurrence replaces the list, so the last one wins as in argparse.
   cmd->add_option("--served-model-name", a->served_model_names,
-                  "Model name(s) clients use (default: MODEL)");
-  cmd->add_option("--api-key", c.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+                  "Model name(s) clients use (default: MODEL)")->trigger_on_parse();
+  cmd->add_option("--api-key", c.api_key,
+                  "Require 'Authorization: Bearer KEY' on /v1/* (default: $VLLM_API_KEY)");
+  cmd->add_option("--uds", c.uds, "Listen on this Unix domain socket instead of --host/--port");
+  cmd->add_option("--root-path", c.root_path,
+                  "URL prefix the server is mounted under behind a proxy (routes answer with "
+                  "and without it)");
   cmd->add_option("--chat-template", a->chat_template, "Chat template file (or template text)");
   cmd->add_flag("--trust-request-chat-template", c.trust_request_chat_template,
                 "Render a 'chat_template' sent in a request (refused with 400 otherwise)");
@@ -129,6 +154,19 @@ void add_serve(CLI::App& app) {
       ->check(CLI::IsMember({"fcfs", "priority"}));
   cmd->add_flag("--enable-prompt-tokens-details", c.enable_prompt_tokens_details,
                 "Report usage.prompt_tokens_details.cached_tokens (prefix-cache hits)");
+  cmd->add_flag("--enable-request-id-headers", c.enable_request_id_headers,
+                "X-Request-Id on every response: the client's own, else the id the server made");
+  cmd->add_option("--max-logprobs", c.max_logprobs,
+                  "Most logprobs / top_logprobs / prompt_logprobs a request may ask for (-1: "
+                  "no limit; the engine computes at most 20)")->check(CLI::Range(-1, 1 << 30))->capture_default_str();
+  cmd->add_flag("--return-tokens-as-token-ids", c.return_tokens_as_token_ids,
+                "Logprob tokens as 'token_id:N' unless a request says otherwise");
+  cmd->add_flag("--enable-force-include-usage", c.enable_force_include_usage,
+                "Every stream ends with a usage chunk, as if stream_options.include_usage");
+  cmd->add_flag("--enable-server-load-tracking", c.enable_server_load_tracking,
+                "GET /load reports the requests in flight (else 0)");
+  cmd->add_flag("--enable-tokenizer-info-endpoint", c.enable_tokenizer_info_endpoint,
+                "Serve GET /tokenizer_info (tokenizer class, special tokens, chat template)");
   cmd->add_flag("--disable-log-stats", [a](int64_t) { a->config.log_stats = false; },
                 "No periodic throughput lines");
   cmd->add_flag("--disable-uvicorn-access-log", [a](int64_t) { a->config.access_log = false; },

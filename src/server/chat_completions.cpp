@@ -4,6 +4,7 @@
 
 #include "server/api_error.h"
 #include "server/responses.h"
+#include "server/router.h"
 #include "server/routes.h"
 #include "server/serving.h"
 #include "server/sse.h"
@@ -133,6 +134,7 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req,
                              httplib::Response& res) {
   ChatRequest r = parse_chat_request(parse_body(req.body), ctx);
   const std::string id = response_id(ctx, req, r.request_id, "chatcmpl-");
+  set_request_id_header(ctx, req, res, id);
   auto gen =
       start_generation(ctx, ctx.new_request_id("chatcmpl-"), {r.prompt}, r.params, r.priority);
   if (r.stream.stream) {

@@ -219,8 +219,8 @@ ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx) {
   detail::reject_unsupported(body);
   ChatRequest r;
   r.model = ctx.resolve_model(get_string(body, "model").value_or(""));
-  r.stream = detail::stream_options(body);
-  r.report = detail::token_reporting(body);
+  r.stream = detail::stream_options(body, ctx);
+  r.report = detail::token_reporting(body, ctx);
   r.priority = detail::read_priority(body, ctx);
   r.request_id = get_string(body, "request_id").value_or("");
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
@@ -233,7 +233,8 @@ ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx) {
                   "chat_template_kwargs", "documents", "tool_choice", "echo"});
   r.logprobs = get_bool(body, "logprobs").value_or(false);
   if (auto top = get_int(body, "top_logprobs")) {
-    if (*top < 0 || *top > 20) throw bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
+    if (*top < 0)
+      throw bad_request("'top_logprobs' must be a non-negative integer", "top_logprobs");
     if (!r.logprobs && *top > 0)
       throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
     r.top_logprobs = static_cast<int>(*top);
@@ -244,6 +245,7 @@ ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx) {
     r.params.prompt_logprobs = r.top_logprobs;
   if (r.stream.stream && r.params.prompt_logprobs)
     throw bad_request("'prompt_logprobs' is not available when streaming", "prompt_logprobs");
+  detail::check_logprobs(r.params, ctx);
   r.prompt.text = render_chat(body, ctx);
   r.prompt.ids = ctx.tokenizer->encode(r.prompt.text,
                                        get_bool(body, "add_special_tokens").value_or(false));

@@ -4,6 +4,7 @@
 
 #include "server/api_error.h"
 #include "server/responses.h"
+#include "server/router.h"
 #include "server/routes.h"
 #include "server/serving.h"
 #include "server/sse.h"
@@ -141,6 +142,7 @@ class CompletionEvents : public EventFormatter {
 void handle_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
   CompletionRequest r = parse_completion_request(parse_body(req.body), ctx);
   const std::string id = response_id(ctx, req, r.request_id, "cmpl-");
+  set_request_id_header(ctx, req, res, id);
   auto gen = start_generation(ctx, ctx.new_request_id("cmpl-"), r.prompts, r.params, r.priority);
   if (r.stream.stream) {
     stream_events(res, gen, std::make_shared<CompletionEvents>(ctx, std::move(r), id));

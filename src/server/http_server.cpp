@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,12 +18,11 @@
 #include "model/load.h"
 #include "server/api_error.h"
 #include "server/log.h"
+#include "server/router.h"
 #include "server/routes.h"
 
 namespace vllm::server {
 namespace {
-
-using Handler = void (*)(ServingContext&, const httplib::Request&, httplib::Response&);
 
 const char* reason_phrase(int status) {
   switch (status) {
@@ -39,64 +40,21 @@ const char* reason_phrase(int status) {
   }
 }
 
-bool authorized(const ServingContext& ctx, const httplib::Request& req) {
-  if (ctx.config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return true;
-  return req.get_header_value("Authorization") == "Bearer " + ctx.config.api_key;
-}
-
-// The one error boundary: every failure of a handler becomes OpenAI-style error JSON.
-httplib::Server::Handler wrap(ServingContext& ctx, Handler h, bool refuse_while_draining) {
-  return [&ctx, h, refuse_while_draining](const httplib::Request& req, httplib::Response& res) {
-    try {
-      if (!authorized(ctx, req)) throw ApiError(401, "Unauthorized");
-      if (refuse_while_draining && ctx.draining)
-        throw ApiError(503, "The server is shutting down.");
-      h(ctx, req, res);
-    } catch (const ApiError& e) {
-      set_json(res, error_json(e.status(), e.what(), e.param()), e.status());
-    } catch (const nlohmann::json::exception& e) {
-      set_json(res, error_json(400, std::string("invalid request: ") + e.what()), 400);
-    } catch (const std::exception& e) {
-      log_error(std::string("internal error on ") + req.path + ": " + e.what());
-      set_json(res, error_json(500, std::string("internal server error: ") + e.what()), 500);
-    }
-  };
-}
-
-void add_routes(httplib::Server& svr, ServingContext& ctx) {
-  svr.Post("/v1/completions", wrap(ctx, handle_completions, true));
-  svr.Post("/v1/chat/completions", wrap(ctx, handle_chat_completions, true));
-  svr.Post("/tokenize", wrap(ctx, handle_tokenize, true));
-  svr.Post("/detokenize", wrap(ctx, handle_detokenize, true));
-  svr.Get("/v1/models", wrap(ctx, handle_models, false));
-  svr.Get("/version", wrap(ctx, handle_version, false));
-  svr.Get("/metrics", wrap(ctx, handle_metrics, false));
-  svr.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
-    if (ctx.draining) set_json(res, error_json(503, "The server is shutting down."), 503);
-    else res.status = 200;
-  });
-  auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
-    set_json(res, error_json(405, "Method Not Allowed"), 405);
-  };
-  for (const char* p : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"})
-    svr.Get(p, not_allowed);
-  for (const char* p : {"/v1/models", "/version", "/metrics", "/health"}) svr.Post(p, not_allowed);
-}
-
 void configure(httplib::Server& svr, ServingContext& ctx) {
   const size_t threads = std::max(64, ctx.config.engine.max_num_seqs + 32);
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr.set_payload_max_length(ctx.config.max_body_bytes);
   svr.set_keep_alive_max_count(1000);
-  svr.set_tcp_nodelay(true);
+  if (ctx.config.uds.empty()) svr.set_tcp_nodelay(true);
   // SO_REUSEADDR only: with SO_REUSEPORT a second server would share a taken port silently.
   svr.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   const size_t limit = ctx.config.max_body_bytes;
-  svr.set_error_handler([limit](const httplib::Request& req, httplib::Response& res) {
+  svr.set_error_handler([limit, &ctx](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    set_request_id_header(ctx, req, res, ctx.new_request_id(""));
     std::string msg = reason_phrase(res.status);
     if (msg.empty()) msg = "HTTP error " + std::to_string(res.status);
     if (res.status == 404) msg = "Not Found: " + req.method + " " + req.path;
@@ -112,6 +70,38 @@ void configure(httplib::Server& svr, ServingContext& ctx) {
              req.path + " " + req.version + "\" " + std::to_string(res.status) + " " +
              reason_phrase(res.status));
   });
+}
+
+// Binds host:port (port 0: any free one) or the Unix socket of --uds; returns where it
+// listens ("http://host:port" or "unix:PATH"), nullopt after logging why it cannot.
+std::optional<std::string> bind(httplib::Server& svr, const ServerConfig& cfg) {
+  if (!cfg.uds.empty()) {
+    // A socket file left by a server that died is replaced (as uvicorn does); any other file
+    // is not ours to remove.
+    struct stat st {};
+    if (lstat(cfg.uds.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) {
+        log_error("--uds " + cfg.uds + ": the path exists and is not a socket");
+        return std::nullopt;
+      }
+      unlink(cfg.uds.c_str());
+    }
+    svr.set_address_family(AF_UNIX);
+    if (cfg.uds.size() >= sizeof(sockaddr_un{}.sun_path) || !svr.bind_to_port(cfg.uds, 80)) {
+      log_error("--uds " + cfg.uds + ": cannot bind the Unix socket (too long a path, a "
+                "missing directory or no permission)");
+      return std::nullopt;
+    }
+    return "unix:" + cfg.uds;
+  }
+  const int port = cfg.port == 0 ? svr.bind_to_any_port(cfg.host)
+                                 : (svr.bind_to_port(cfg.host, cfg.port) ? cfg.port : -1);
+  if (port <= 0) {
+    log_error("[Errno 98] error while attempting to bind on address ('" + cfg.host + "', " +
+              std::to_string(cfg.port) + "): address already in use or not available");
+    return std::nullopt;
+  }
+  return "http://" + cfg.host + ":" + std::to_string(port);
 }
 
 std::string load_chat_template(const ServerConfig& config, const Tokenizer& tok,
@@ -239,21 +229,14 @@ int run_server(ServerConfig config) {
   httplib::Server svr;
   configure(svr, ctx);
   add_routes(svr, ctx);
-  // Port 0: any free port (the log line names it).
-  const int port = cfg.port == 0 ? svr.bind_to_any_port(cfg.host)
-                                 : (svr.bind_to_port(cfg.host, cfg.port) ? cfg.port : -1);
-  if (port <= 0) {
-    log_error("[Errno 98] error while attempting to bind on address ('" + cfg.host + "', " +
-              std::to_string(cfg.port) + "): address already in use or not available");
-    return 1;
-  }
+  const std::optional<std::string> where = bind(svr, cfg);
+  if (!where) return 1;
   std::atomic<bool> listening{true};
   std::thread listener([&svr, &listening] {
     svr.listen_after_bind();
     listening = false;
   });
-  log_info("Application startup complete. Listening on http://" + cfg.host + ":" +
-           std::to_string(port) + " (Press CTRL+C to quit)");
+  log_info("Application startup complete. Listening on " + *where + " (Press CTRL+C to quit)");
   StatsLogger stats(ctx);
   timespec tick{0, 200'000'000};
   for (;;) {
@@ -274,6 +257,7 @@ int run_server(ServerConfig config) {
   const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (listening && std::chrono::steady_clock::now() < grace)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!cfg.uds.empty()) unlink(cfg.uds.c_str());
   log_info("Shutdown complete.");
   if (listening) {
     std::fflush(nullptr);

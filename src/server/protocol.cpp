@@ -169,9 +169,25 @@ SamplingParams sampling_params(const ojson& body, const ServingContext& ctx,
   return p;
 }
 
-TokenReporting token_reporting(const ojson& body) {
+TokenReporting token_reporting(const ojson& body, const ServingContext& ctx) {
   return {get_bool(body, "return_token_ids").value_or(false),
-          get_bool(body, "return_tokens_as_token_ids").value_or(false)};
+          get_bool(body, "return_tokens_as_token_ids")
+              .value_or(ctx.config.return_tokens_as_token_ids)};
+}
+
+void check_logprobs(const SamplingParams& params, const ServingContext& ctx) {
+  const int limit = ctx.config.max_logprobs;
+  const int64_t max = limit == -1 || limit > kEngineMaxLogprobs ? kEngineMaxLogprobs : limit;
+  auto check = [&](const std::optional<int>& requested, const char* what, const char* field) {
+    if (!requested) return;
+    const int64_t n = *requested == -1 ? ctx.vocab_size : *requested;  // -1: every token
+    if (n > max)
+      throw bad_request(std::string("Requested ") + what + " logprobs of " + std::to_string(n) +
+                            ", which is greater than max allowed: " + std::to_string(max),
+                        field);
+  };
+  check(params.logprobs, "sample", "logprobs");
+  check(params.prompt_logprobs, "prompt", "prompt_logprobs");
 }
 
 int read_priority(const ojson& body, const ServingContext& ctx) {
@@ -212,15 +228,16 @@ void truncate_prompts(const ojson& body, std::vector<Prompt>& prompts, const Ser
   }
 }
 
-StreamOptions stream_options(const ojson& body) {
+StreamOptions stream_options(const ojson& body, const ServingContext& ctx) {
   StreamOptions s;
   s.stream = get_bool(body, "stream").value_or(false);
+  s.include_usage = s.stream && ctx.config.enable_force_include_usage;
   auto it = body.find("stream_options");
   if (it == body.end() || it->is_null()) return s;
   if (!it->is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
   if (!s.stream)
     throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
-  s.include_usage = get_bool(*it, "include_usage").value_or(false);
+  s.include_usage = get_bool(*it, "include_usage").value_or(false) || s.include_usage;
   s.continuous_usage_stats = get_bool(*it, "continuous_usage_stats").value_or(false);
   return s;
 }
@@ -304,21 +321,22 @@ CompletionRequest parse_completion_request(const ojson& body, const ServingConte
   detail::reject_unsupported(body);
   CompletionRequest r;
   r.model = ctx.resolve_model(get_string(body, "model").value_or(""));
-  r.stream = detail::stream_options(body);
+  r.stream = detail::stream_options(body, ctx);
   r.echo = get_bool(body, "echo").value_or(false);
-  r.report = detail::token_reporting(body);
+  r.report = detail::token_reporting(body, ctx);
   r.priority = detail::read_priority(body, ctx);
   r.request_id = get_string(body, "request_id").value_or("");
   r.params = detail::sampling_params(body, ctx, {"prompt", "max_tokens", "logprobs", "echo",
                                                  "stream", "stream_options", "model"});
   if (auto lp = get_int(body, "logprobs")) {
-    if (*lp < 0 || *lp > 20) throw bad_request("'logprobs' must be in [0, 20]", "logprobs");
+    if (*lp < 0) throw bad_request("'logprobs' must be a non-negative integer", "logprobs");
     r.logprobs = static_cast<int>(*lp);
     r.params.logprobs = r.logprobs;
   }
   if (r.stream.stream && r.params.prompt_logprobs)
     throw bad_request("'prompt_logprobs' is not available when streaming", "prompt_logprobs");
   if (r.echo && r.logprobs) r.params.prompt_logprobs = *r.logprobs;
+  detail::check_logprobs(r.params, ctx);
   r.prompts = read_prompts(body, ctx);
   if (static_cast<int64_t>(r.prompts.size()) * r.params.n > ctx.config.max_n * 8)
     throw bad_request("too many prompts x n in one request", "prompt");

@@ -16,8 +16,12 @@ void reject_unsupported(const ojson& body);
 // SamplingParams from the body's vLLM fields, minus `skip`; n checked against the server cap.
 SamplingParams sampling_params(const ojson& body, const ServingContext& ctx,
                                std::initializer_list<const char*> skip);
-StreamOptions stream_options(const ojson& body);
-TokenReporting token_reporting(const ojson& body);
+// With --enable-force-include-usage a stream reports usage as if include_usage were set.
+StreamOptions stream_options(const ojson& body, const ServingContext& ctx);
+// return_tokens_as_token_ids defaults to --return-tokens-as-token-ids.
+TokenReporting token_reporting(const ojson& body, const ServingContext& ctx);
+// vLLM's --max-logprobs check of the resolved sampling and prompt logprobs (-1: the vocab).
+void check_logprobs(const SamplingParams& params, const ServingContext& ctx);
 // priority, refused (as vLLM does) unless the server schedules by priority.
 int read_priority(const ojson& body, const ServingContext& ctx);
 // vLLM's truncate_prompt_tokens (-1: all the room `max_tokens` leaves) and truncation_side

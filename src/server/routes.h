@@ -25,6 +25,21 @@ void handle_tokenize(ServingContext& ctx, const httplib::Request& req, httplib::
 void handle_detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_metrics(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_version(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// vLLM's /v1/chat/completions/batch: "messages" is a list of conversations; one response with
+// choice i for conversation i (no streaming, n = 1).
+void handle_chat_completions_batch(ServingContext& ctx, const httplib::Request& req,
+                                   httplib::Response& res);
+// GET /v1/models/{model}: one card, or 404 for a name not served.
+void handle_model(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// /health and /ping: 200 with an empty body while serving, 503 while shutting down.
+void handle_health(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// GET /load: {"server_load": requests in flight} (0 without --enable-server-load-tracking).
+void handle_load(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_tokenizer_info(ServingContext& ctx, const httplib::Request& req,
+                           httplib::Response& res);
+// POST /invocations: a body with "messages" goes to chat, one with "prompt" to completions.
+void handle_invocations(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_openapi(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // Queues every prompt (with its resolved max_tokens) as one Generation; engine rejections
 // become ApiError 400.

@@ -1,11 +1,13 @@
-// The small routes: /v1/models, /tokenize, /detokenize, /metrics, /version; and the helpers
-// every route uses to queue generations and write JSON.
+// The small routes: /v1/models(/{model}), /tokenize, /detokenize, /metrics, /version, /health,
+// /ping, /load, /tokenizer_info, /invocations, /openapi.json; and the helpers every route uses
+// to queue generations and write JSON.
 #include <httplib.h>
 
 #include <chrono>
 
 #include "server/api_error.h"
 #include "server/log.h"
+#include "server/router.h"
 #include "server/routes.h"
 #include "server/serving.h"
 
@@ -57,31 +59,44 @@ std::shared_ptr<Generation> start_generation(ServingContext& ctx, const std::str
   return gen;
 }
 
+namespace {
+
+ojson model_card(ServingContext& ctx, const std::string& name) {
+  ojson permission = {{"id", ctx.new_request_id("modelperm-")},
+                      {"object", "model_permission"},
+                      {"created", ctx.start_time},
+                      {"allow_create_engine", false},
+                      {"allow_sampling", true},
+                      {"allow_logprobs", true},
+                      {"allow_search_indices", false},
+                      {"allow_view", true},
+                      {"allow_fine_tuning", false},
+                      {"organization", "*"},
+                      {"group", nullptr},
+                      {"is_blocking", false}};
+  return {{"id", name},
+          {"object", "model"},
+          {"created", ctx.start_time},
+          {"owned_by", "vllm"},
+          {"root", ctx.config.model_path},
+          {"parent", nullptr},
+          {"max_model_len", ctx.max_model_len},
+          {"permission", ojson::array({std::move(permission)})}};
+}
+
+}  // namespace
+
 void handle_models(ServingContext& ctx, const httplib::Request&, httplib::Response& res) {
   ojson data = ojson::array();
-  for (const std::string& name : ctx.config.served_model_names) {
-    ojson permission = {{"id", ctx.new_request_id("modelperm-")},
-                        {"object", "model_permission"},
-                        {"created", ctx.start_time},
-                        {"allow_create_engine", false},
-                        {"allow_sampling", true},
-                        {"allow_logprobs", true},
-                        {"allow_search_indices", false},
-                        {"allow_view", true},
-                        {"allow_fine_tuning", false},
-                        {"organization", "*"},
-                        {"group", nullptr},
-                        {"is_blocking", false}};
-    data.push_back({{"id", name},
-                    {"object", "model"},
-                    {"created", ctx.start_time},
-                    {"owned_by", "vllm"},
-                    {"root", ctx.config.model_path},
-                    {"parent", nullptr},
-                    {"max_model_len", ctx.max_model_len},
-                    {"permission", ojson::array({std::move(permission)})}});
-  }
+  for (const std::string& name : ctx.config.served_model_names) data.push_back(model_card(ctx, name));
   set_json(res, {{"object", "list"}, {"data", std::move(data)}});
+}
+
+void handle_model(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
+  for (const std::string& served : ctx.config.served_model_names)
+    if (served == name) return set_json(res, model_card(ctx, name));
+  throw ApiError(404, "The model `" + name + "` does not exist.", "model");
 }
 
 void handle_tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -132,6 +147,52 @@ void handle_metrics(ServingContext& ctx, const httplib::Request&, httplib::Respo
 
 void handle_version(ServingContext&, const httplib::Request&, httplib::Response& res) {
   set_json(res, {{"version", VLLM_VERSION}});
+}
+
+void handle_health(ServingContext& ctx, const httplib::Request&, httplib::Response& res) {
+  if (ctx.draining) throw ApiError(503, "The server is shutting down.");
+  res.status = 200;
+}
+
+void handle_load(ServingContext& ctx, const httplib::Request&, httplib::Response& res) {
+  const int load = ctx.config.enable_server_load_tracking ? ctx.in_flight.load() : 0;
+  set_json(res, {{"server_load", load}});
+}
+
+// vLLM's /tokenizer_info: the tokenizer's configuration as transformers would report it.
+void handle_tokenizer_info(ServingContext& ctx, const httplib::Request&, httplib::Response& res) {
+  const Tokenizer& tok = *ctx.tokenizer;
+  auto token_or_null = [&](std::optional<int32_t> id) {
+    return id ? ojson(tok.id_to_token(*id)) : ojson(nullptr);
+  };
+  ojson added = ojson::object();
+  for (int32_t id = 0; id < tok.vocab_size(); ++id)
+    if (tok.is_special(id))
+      added[std::to_string(id)] = {{"content", tok.id_to_token(id)}, {"special", true}};
+  const std::string& source = ctx.config.chat_template.empty()
+                                  ? tok.chat_template().value_or("") : ctx.config.chat_template;
+  set_json(res, {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                 {"bos_token", token_or_null(tok.bos_id())},
+                 {"bos_token_id", tok.bos_id() ? ojson(*tok.bos_id()) : ojson(nullptr)},
+                 {"eos_token", token_or_null(tok.eos_id())},
+                 {"eos_token_id", tok.eos_id() ? ojson(*tok.eos_id()) : ojson(nullptr)},
+                 {"vocab_size", tok.vocab_size()},
+                 {"model_max_length", ctx.max_model_len},
+                 {"added_tokens_decoder", std::move(added)},
+                 {"chat_template", source.empty() ? ojson(nullptr) : ojson(source)}});
+}
+
+// vLLM's SageMaker entry point: the first request type the body fits, chat before completions.
+void handle_invocations(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const ojson body = parse_body(req.body);
+  if (body.is_object() && body.contains("messages")) return handle_chat_completions(ctx, req, res);
+  if (body.is_object() && body.contains("prompt")) return handle_completions(ctx, req, res);
+  throw bad_request("Cannot find suitable handler for request. Expected one of: "
+                    "['ChatCompletionRequest', 'CompletionRequest']");
+}
+
+void handle_openapi(ServingContext& ctx, const httplib::Request&, httplib::Response& res) {
+  set_json(res, openapi_document(ctx));
 }
 
 }  // namespace vllm::server

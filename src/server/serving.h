@@ -14,6 +14,10 @@
 
 namespace vllm::server {
 
+// The most logprobs per token the engine computes (EngineCore refuses more); --max-logprobs
+// above it (or -1) is capped to it.
+inline constexpr int kEngineMaxLogprobs = 20;
+
 struct ServerConfig {
   std::string model_path;                      // as given (a .gguf file or a HF directory)
   Device device;                               // where the weights, KV cache and kernels live
@@ -31,6 +35,14 @@ struct ServerConfig {
   bool access_log = true;            // one line per HTTP request (uvicorn's)
   bool log_stats = true;             // throughput and cache lines every 10 s while busy
   bool enable_prompt_tokens_details = false;  // usage.prompt_tokens_details.cached_tokens
+  std::string uds;                   // non-empty: listen on this Unix socket, not host:port
+  std::string root_path;             // "/prefix": routes answer under it as well as without
+  bool enable_request_id_headers = false;  // X-Request-Id on every response
+  int max_logprobs = 20;             // cap on logprobs / top_logprobs / prompt_logprobs; -1: vocab
+  bool return_tokens_as_token_ids = false;  // default of the request field of that name
+  bool enable_force_include_usage = false;  // streams end with usage as if include_usage
+  bool enable_server_load_tracking = false;  // GET /load counts requests in flight
+  bool enable_tokenizer_info_endpoint = false;  // GET /tokenizer_info (else 404)
   EngineConfig engine;
 };
 
