@@ -78,10 +78,10 @@ ARCHS = {
         head_dim=16, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
         norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
         rope_theta=1000000.0, tie_word_embeddings=False)),
-    # DeepSeek-V2 (Lite-like: no q-LoRA): MLA, softmax router with group-limited greedy
+    # DeepSeek-V2 (Lite-like: no q-LoRA): MLA (as many KV heads as query heads), softmax router with group-limited greedy
     # top-k, a shared expert, the first layer dense, a routed scaling factor, YaRN.
     "deepseek_v2": ("DeepseekV2Config", dict(
-        q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+        num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
         v_head_dim=16, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
         moe_intermediate_size=32, first_k_dense_replace=1, topk_method="group_limited_greedy",
         n_group=4, topk_group=2, routed_scaling_factor=1.5, norm_topk_prob=False,
@@ -91,7 +91,7 @@ ARCHS = {
     # DeepSeek-V3: MLA with the q-LoRA branch, sigmoid router with a score correction bias
     # and group-limited top-k, renormalised, scaled, a shared expert, YaRN with mscale terms.
     "deepseek_v3": ("DeepseekV3Config", dict(
-        q_lora_rank=24, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+        num_key_value_heads=4, q_lora_rank=24, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
         n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, moe_intermediate_size=32,
         first_k_dense_replace=1, n_group=4, topk_group=2, routed_scaling_factor=2.5,
         norm_topk_prob=True,

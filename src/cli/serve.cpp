@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "model/load.h"
 #include "runtime/device.h"
+#include "runtime/ops.h"
 #include "runtime/thread_pool.h"
 #include "server/http_server.h"
 #include "server/log.h"
@@ -22,6 +23,7 @@ struct ServeArgs {
   server::ServerConfig config;
   std::vector<std::string> served_model_names;
   std::string kv_cache_memory, chat_template, dtype = "auto", log_level = "info", device = "cpu";
+  std::string cpu_order = "batch-invariant";
   double gpu_memory_utilization = -1;
   int tensor_parallel_size = 1;
   int threads = 0;
@@ -69,6 +71,7 @@ int run_serve(ServeArgs& a) {
   if (c.served_model_names.empty())
     c.served_model_names = {a.model.empty() ? "HuggingFaceTB/SmolLM2-135M-Instruct" : a.model};
   c.device = parse_device(a.device);
+  set_cpu_order(parse_cpu_order(a.cpu_order));
   if (!a.kv_cache_memory.empty()) c.engine.kv_cache_memory = parse_bytes(a.kv_cache_memory);
   if (c.device.kind == DeviceKind::Cuda) {
     if (a.kv_cache_memory.empty())
@@ -136,6 +139,12 @@ void add_serve(CLI::App& app) {
                   "Fraction of GPU memory for weights, activations and KV cache (default 0.9; "
                   "CUDA only)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--cpu-order", a->cpu_order,
+                  "CPU float summation order: batch-invariant (a token's logits do not depend on "
+                  "batching or chunking) or llamacpp (llama.cpp's own, bit for bit under its "
+                  "schedule)")
+      ->check(CLI::IsMember({"batch-invariant", "llamacpp"}))
+      ->capture_default_str();
   cmd->add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs for decode steps");
   cmd->add_option("--block-size", c.engine.block_size)->check(CLI::IsMember({8, 16, 32, 64, 128}))
       ->capture_default_str();

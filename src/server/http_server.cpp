@@ -204,7 +204,7 @@ int run_server(ServerConfig config) {
                  std::string(fill, '#').c_str(), std::string(kWidth - fill, ' ').c_str(), done,
                  total, done == total ? "\n" : "");
     std::fflush(stderr);
-  }, cfg.device);
+  }, cfg.device, cfg.engine.max_model_len);
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
   model.model->set_enforce_eager(cfg.enforce_eager);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
