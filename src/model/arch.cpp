@@ -1,5 +1,6 @@
 #include "model/arch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -189,6 +190,28 @@ void qwen3_hf(const json& cfg, ModelConfig& c) {
   qwen_windows(cfg, c);
 }
 
+// Qwen3-MoE: Qwen3's attention; every decoder_sparse_step-th layer not in mlp_only_layers is
+// a mixture of experts.
+void qwen3_moe_hf(const json& cfg, ModelConfig& c) {
+  qwen3_hf(cfg, c);
+  refuse_if_set(cfg, "shared_expert_intermediate_size", "shared experts (Qwen2-MoE)");
+  MoeSpec& m = c.moe;
+  // Published checkpoints say num_experts; transformers 5 writes num_local_experts.
+  m.num_experts = get_or(cfg, "num_experts", get_or(cfg, "num_local_experts", 0));
+  m.top_k = get_or(cfg, "num_experts_per_tok", 0);
+  m.intermediate_size = get_or(cfg, "moe_intermediate_size", 0);
+  m.norm_topk_prob = get_or(cfg, "norm_topk_prob", false);
+  if (m.num_experts <= 0 || m.top_k <= 0 || m.top_k > m.num_experts || m.intermediate_size <= 0)
+    throw Error("config.json: num_experts, num_experts_per_tok (1..num_experts) and "
+                "moe_intermediate_size must be positive");
+  const int step = get_or(cfg, "decoder_sparse_step", 1);
+  if (step <= 0) throw Error("config.json: decoder_sparse_step must be positive");
+  const auto dense = get_or(cfg, "mlp_only_layers", std::vector<int>{});
+  for (int i = 0; i < c.num_layers; ++i)
+    if (std::find(dense.begin(), dense.end(), i) == dense.end() && (i + 1) % step == 0)
+      c.layers[i].mlp = MlpType::kMoe;
+}
+
 void gemma3_hf(const json& cfg, ModelConfig& c) {
   refuse_if_set(cfg, "final_logit_softcapping", "logit soft-capping");
   refuse_if_set(cfg, "attn_logit_softcapping", "attention soft-capping");
@@ -283,6 +306,7 @@ constexpr ArchSpec kArchs[] = {
     {"MistralForCausalLM", "", all_windowed_hf, nullptr},
     {"Qwen2ForCausalLM", "qwen2", qwen2_hf, qwen2_gguf},
     {"Qwen3ForCausalLM", "qwen3", qwen3_hf, qwen3_gguf},
+    {"Qwen3MoeForCausalLM", "", qwen3_moe_hf, nullptr},
     {"Gemma3ForCausalLM", "gemma3", gemma3_hf, gemma3_gguf},
     {"Phi3ForCausalLM", "", all_windowed_hf, nullptr},
     {"Olmo2ForCausalLM", "", olmo2_hf, nullptr},

@@ -40,7 +40,19 @@ enum class QkNorm {
   kPerHead,  // RMSNorm of each q and k head (head_dim weights): Qwen3, Gemma-3
   kWhole,    // RMSNorm over the whole q and k projections: OLMo-2
 };
-enum class MlpType { kGated };  // down(act(gate(x)) * up(x)); mixtures of experts come later
+enum class MlpType {
+  kGated,  // down(act(gate(x)) * up(x))
+  kMoe,    // a mixture of gated experts, ModelConfig::moe
+};
+// Mixture of experts (Qwen3-MoE): a router scores num_experts gated MLPs per token (softmax),
+// the top_k run and their outputs add up weighted by those scores, renormalised to sum to 1
+// when norm_topk_prob. DeepSeek's grouped and biased routing and shared experts come with it.
+struct MoeSpec {
+  int num_experts = 0;
+  int top_k = 0;
+  int intermediate_size = 0;  // of each expert
+  bool norm_topk_prob = false;
+};
 enum class Activation { kSilu, kGeluTanh };
 
 struct LayerSpec {
@@ -69,6 +81,7 @@ struct ModelConfig {
   int head_dim = 0;
   double rms_norm_eps = 1e-6;
   std::vector<LayerSpec> layers;  // [num_layers]
+  MoeSpec moe;                    // the layers whose mlp is kMoe
   bool rope_neox = true;  // HF checkpoints rotate halves; GGUF llama weights are interleaved
   bool rope_ggml_theta = false;  // RoPE angles with ggml's arithmetic (GGUF files)
   bool kv_cache_f16 = false;     // f16 K/V cache (GGUF files, as llama.cpp)

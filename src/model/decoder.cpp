@@ -42,6 +42,24 @@ std::vector<Tensor> gate_up_weights(const WeightSource& w, const std::string& p)
 
 std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
 
+std::vector<Tensor> expert_gate_up_weights(const WeightSource& w, const std::string& p, int e) {
+  const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+  return {w.require(x + "gate_proj.weight"), w.require(x + "up_proj.weight")};
+}
+
+// The weights a CPU layer keeps as fused copies: q/k/v, and gate/up (of each expert).
+std::vector<std::vector<Tensor>> fused_parts(const WeightSource& w, int i, const LayerSpec& spec,
+                                             int num_experts) {
+  const std::string p = layer_prefix(i);
+  std::vector<std::vector<Tensor>> out;
+  out.push_back(qkv_weights(w, p, ".weight"));
+  if (spec.mlp == MlpType::kMoe)
+    for (int e = 0; e < num_experts; ++e) out.push_back(expert_gate_up_weights(w, p, e));
+  else
+    out.push_back(gate_up_weights(w, p));
+  return out;
+}
+
 }  // namespace
 
 DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Progress& on_layer,
@@ -49,6 +67,10 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
     : config_(std::move(config)), device_(device) {
   const ModelConfig& c = config_;
   VLLM_CHECK(static_cast<int>(c.layers.size()) == c.num_layers, "one layer spec per layer");
+  for (const LayerSpec& spec : c.layers)
+    if (spec.mlp == MlpType::kMoe && device.kind != DeviceKind::Cpu)
+      throw Error(c.architecture + ": mixture-of-experts layers run on the CPU only so far "
+                  "(--device cpu)");
   const Tensor embed = w.require("model.embed_tokens.weight");
   VLLM_CHECK(embed.size(0) == c.vocab_size && embed.size(1) == c.hidden_size,
              "embed_tokens shape ", embed.shape_str());
@@ -65,8 +87,7 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
   size_t fused_bytes = 0;
   if (device.kind == DeviceKind::Cpu)
     for (int i = 0; i < c.num_layers; ++i)
-      for (const auto& parts : {qkv_weights(w, layer_prefix(i), ".weight"),
-                                gate_up_weights(w, layer_prefix(i))}) {
+      for (const auto& parts : fused_parts(w, i, c.layers[i], c.moe.num_experts)) {
         if (parts.size() < 2) continue;
         if (std::all_of(parts.begin(), parts.end(),
                         [&](const Tensor& t) { return t.dtype() == parts[0].dtype(); }))
@@ -149,10 +170,25 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
   VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
              " q/k/v shapes do not match the config");
   L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, device_);
-  L.gate_up = Linear::fused(gate_up_weights(w, p), {}, device_, &arena);
-  VLLM_CHECK(L.gate_up.out_features == 2 * int64_t(c.intermediate_size), "layer ", i,
-             " gate/up shapes do not match intermediate_size ", c.intermediate_size);
-  L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, device_);
+  if (spec.mlp == MlpType::kMoe) {
+    const MoeSpec& m = c.moe;
+    L.router = Linear::fused({w.require(p + "mlp.gate.weight")}, {}, device_);
+    VLLM_CHECK(L.router.out_features == m.num_experts, "layer ", i, " router of ",
+               L.router.out_features, " experts, the config has ", m.num_experts);
+    for (int e = 0; e < m.num_experts; ++e) {
+      L.expert_gate_up.push_back(
+          Linear::fused(expert_gate_up_weights(w, p, e), {}, device_, &arena));
+      VLLM_CHECK(L.expert_gate_up.back().out_features == 2 * int64_t(m.intermediate_size),
+                 "layer ", i, " expert ", e, " gate/up shapes do not match moe_intermediate_size");
+      L.expert_down.push_back(Linear::fused(
+          {w.require(p + "mlp.experts." + std::to_string(e) + ".down_proj.weight")}, {}, device_));
+    }
+  } else {
+    L.gate_up = Linear::fused(gate_up_weights(w, p), {}, device_, &arena);
+    VLLM_CHECK(L.gate_up.out_features == 2 * int64_t(c.intermediate_size), "layer ", i,
+               " gate/up shapes do not match intermediate_size ", c.intermediate_size);
+    L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, device_);
+  }
   const bool whole = spec.qk_norm == QkNorm::kWhole;
   if (spec.qk_norm != QkNorm::kNone) {
     L.q_norm = norm_weight(w, p + "self_attn.q_norm.weight", whole ? c.q_size() : c.head_dim);
@@ -410,6 +446,7 @@ void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, 
 }
 
 void DecoderModel::mlp_block(const Layer& L, Scratch& s) const {
+  if (L.spec.mlp == MlpType::kMoe) return moe_block(L, s);
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const bool silu = L.spec.activation == Activation::kSilu;
   if (L.ffn_norm.defined() && silu) {
@@ -422,6 +459,67 @@ void DecoderModel::mlp_block(const Layer& L, Scratch& s) const {
     else gelu_tanh_and_mul(s.gate_up, s.act);
   }
   add_block_output(L.down, s.act, L.ffn_post_norm, s.block_out, s.residual);
+}
+
+// The experts run grouped: the tokens routed to an expert are gathered, go through its
+// gate/up, activation and down as one matmul each, and are added back into their rows with
+// their router weights, experts in ascending order (transformers' order). Routing is chosen on
+// the host, so this runs on the CPU only (the constructor refuses other devices).
+void DecoderModel::moe_block(const Layer& L, Scratch& s) const {
+  const ModelConfig& c = config_;
+  const MoeSpec& m = c.moe;
+  const int64_t T = s.residual.size(0), H = c.hidden_size, F = m.intermediate_size;
+  const int E = m.num_experts;
+  if (L.ffn_norm.defined())
+    rms_norm(s.residual, L.ffn_norm, static_cast<float>(c.rms_norm_eps), s.h);
+  const Tensor& h = L.ffn_norm.defined() ? s.h : s.residual;
+  Tensor scores = Tensor::empty({T, E}, DType::F32, device_);
+  L.router(h, scores);
+  // Softmax over the experts, the top_k largest (ties to the lower index), renormalised.
+  std::vector<std::vector<int32_t>> rows(E);
+  std::vector<std::vector<float>> weights(E);
+  std::vector<float> p(E);
+  std::vector<int> order(E);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* z = scores.data<float>() + t * E;
+    const float mx = *std::max_element(z, z + E);
+    float sum = 0;
+    for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(z[e] - mx));
+    for (int e = 0; e < E; ++e) p[e] /= sum;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + m.top_k, order.end(),
+                      [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float kept = 0;
+    for (int k = 0; k < m.top_k; ++k) kept += p[order[k]];
+    for (int k = 0; k < m.top_k; ++k) {
+      const int e = order[k];
+      rows[e].push_back(static_cast<int32_t>(t));
+      weights[e].push_back(m.norm_topk_prob ? p[e] / kept : p[e]);
+    }
+  }
+  Tensor& out = s.block_out;
+  std::fill(out.data<float>(), out.data<float>() + T * H, 0.0f);
+  for (int e = 0; e < E; ++e) {
+    const int64_t n = static_cast<int64_t>(rows[e].size());
+    if (n == 0) continue;
+    Tensor x = Tensor::empty({n, H}, DType::F32, device_);
+    embedding(host_i32(rows[e]), h, x);
+    Tensor gate_up = Tensor::empty({n, 2 * F}, DType::F32, device_);
+    Tensor act = Tensor::empty({n, F}, DType::F32, device_);
+    Tensor y = Tensor::empty({n, H}, DType::F32, device_);
+    L.expert_gate_up[e](x, gate_up);
+    silu_and_mul(gate_up, act);
+    L.expert_down[e](act, y);
+    for (int64_t j = 0; j < n; ++j) {
+      float* o = reinterpret_cast<float*>(out.row(rows[e][j]));
+      const float* v = reinterpret_cast<const float*>(y.row(j));
+      for (int64_t i = 0; i < H; ++i) o[i] += v[i] * weights[e][j];
+    }
+  }
+  if (L.ffn_post_norm.defined())
+    rms_norm(out, L.ffn_post_norm, static_cast<float>(c.rms_norm_eps), out);
+  if (c.residual_multiplier != 1.0) scale(out, static_cast<float>(c.residual_multiplier));
+  add(s.residual, out, s.residual);
 }
 
 void DecoderModel::add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,

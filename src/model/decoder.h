@@ -84,6 +84,10 @@ class DecoderModel {
     RopeParams rope;
     Tensor attn_norm, attn_post_norm, ffn_norm, ffn_post_norm, q_norm, k_norm;
     Linear qkv, o, gate_up, down;
+    // Mixture-of-experts layers (MlpType::kMoe) instead of gate_up and down: the router
+    // [num_experts, hidden] and each expert's fused gate/up and down.
+    Linear router;
+    std::vector<Linear> expert_gate_up, expert_down;
   };
   Layer load_layer(int i, const WeightSource& w, HostWeightArena& arena) const;
   // An RMSNorm weight of `size` entries in f32 on the device, with the config's offset added.
@@ -94,6 +98,7 @@ class DecoderModel {
   void attention_block(const Layer& L, int index, const StepInputs& in, KvCache& cache,
                        Scratch& s) const;
   void mlp_block(const Layer& L, Scratch& s) const;
+  void moe_block(const Layer& L, Scratch& s) const;
   // residual += post_norm(out) * residual_multiplier, where out = lin(x); scratch `product`.
   void add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,
                         Tensor& product, Tensor& residual) const;

@@ -105,6 +105,12 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("cpu", "cuda")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+// Mixtures of experts run on the CPU only so far (the decoder refuses them on CUDA).
+INSTANTIATE_TEST_SUITE_P(
+    MoeArchs, TinyModel,
+    ::testing::Combine(::testing::Values("qwen3_moe"), ::testing::Values("cpu")),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
 // LongRoPE (Phi-3): the context the engine serves picks the factors. Served within the
 // original 64 tokens the model is the one checked against transformers above (short
 // factors); served longer, every token rotates by the long factors, so the logits move.
