@@ -81,6 +81,7 @@ std::pair<KvBlocks, int> KvCacheManager::get_computed_blocks(Request& request) {
   blocks.block_ids.resize(num_groups());
   if (!config_.enable_prefix_caching) return {std::move(blocks), 0};
   update_block_hashes(request);
+  if (request.skip_reading_prefix_cache) return {std::move(blocks), 0};
   // Keep the last token to compute: its logits are needed.
   const int max_length = request.num_tokens() - 1;
   // Every group must hit the same length; shorten until they agree.

@@ -60,6 +60,10 @@ class Request {
   int priority = 0;
   // Non-empty: isolates this request's prefix cache from requests with another salt.
   std::string cache_salt;
+  // Computes every prompt token even where the prefix cache holds them (vLLM's
+  // skip_reading_prefix_cache): prompt logprobs need the logits of every position. Its own
+  // blocks are still cached for others.
+  bool skip_reading_prefix_cache = false;
 
   // Scheduler-owned state.
   RequestStatus status = RequestStatus::kWaiting;

@@ -175,6 +175,7 @@ void EngineCore::add_request(const std::string& id, std::vector<int32_t> prompt,
     r.max_tokens = p.max_tokens;
     r.min_tokens = p.min_tokens;
     r.ignore_eos = p.ignore_eos;
+    r.skip_reading_prefix_cache = p.prompt_logprobs.has_value();
     r.eos_token_ids = runner_->eos_ids();
     r.stop_token_ids = std::vector<int>(p.stop_token_ids.begin(), p.stop_token_ids.end());
     r.priority = priority;

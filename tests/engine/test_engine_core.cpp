@@ -90,6 +90,41 @@ TEST(EngineCore, BatchInvarianceSmolLM2) {
   }
 }
 
+// Under KV pressure, requests preempted and recomputed (their prompt and tokens prefilled
+// again, in other chunks and batches) give the tokens and logprobs, bit for bit, of the same
+// requests run one at a time: on the CPU every token takes one summation order, whatever its
+// step (runtime/ops.h CpuOrder). SmolLM2's f16 cache takes ggml's attention order, the one
+// that used to differ between a prefill and a decode step.
+TEST(EngineCore, PreemptedGreedyEqualsOneAtATimeSmolLM2) {
+  if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " absent";
+  LoadedModel m = load_model(kSmol);
+  auto prompts = random_prompts(32, 20, 60, 49152, 23);
+  SamplingParams p = greedy(24);
+  p.logprobs = 0;
+  EngineConfig tight;
+  tight.max_model_len = 128;
+  tight.block_size = 16;
+  tight.kv_cache_memory = 400 * m.model->kv_bytes_per_token();  // ~5 requests of 84 tokens
+  EngineCore batched(*m.model, m.tokenizer.get(), tight);
+  for (size_t i = 0; i < prompts.size(); ++i) batched.add_request(std::to_string(i), prompts[i], p);
+  auto together = run_all(batched);
+  EXPECT_GT(batched.stats().num_preemptions, 0) << "the tight cache should have preempted";
+  EngineConfig roomy;
+  roomy.max_model_len = 128;
+  int same = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EngineCore alone(*m.model, m.tokenizer.get(), roomy);
+    alone.add_request("x", prompts[i], p);
+    auto single = run_all(alone);
+    const Done& a = single["x/0"];
+    const Done& b = together[std::to_string(i) + "/0"];
+    EXPECT_EQ(a.tokens, b.tokens) << "request " << i;
+    EXPECT_EQ(a.logprobs, b.logprobs) << "request " << i;
+    same += a.tokens == b.tokens && a.logprobs == b.logprobs;
+  }
+  EXPECT_EQ(same, 32);
+}
+
 class TinyEngine : public ::testing::Test {
  protected:
   void SetUp() override { m_ = load_model("fixtures/tiny/llama"); }
@@ -119,6 +154,42 @@ TEST_F(TinyEngine, PressurePreemptsAndRecomputes) {
   EXPECT_GT(b.stats().num_preemptions, 0) << "the tight cache should have preempted";
   EXPECT_EQ(b.stats().kv_cache_usage, 0.0);
   EXPECT_EQ(a.stats().kv_cache_usage, 0.0);
+}
+
+// Prompt logprobs of a prompt whose blocks are already in the prefix cache: every position is
+// computed (the request does not read the cache, as vLLM's), so the answer equals the one
+// without a cache hit; and the request's own blocks still serve the next request.
+TEST_F(TinyEngine, PromptLogprobsIgnoreCacheHits) {
+  auto prompts = random_prompts(1, 40, 40, 384, 5);
+  EngineConfig cfg;
+  cfg.max_model_len = 128;
+  cfg.block_size = 4;
+  SamplingParams p = greedy(2);
+  p.prompt_logprobs = 1;
+  const auto prompt_lps = [&](EngineCore& core, const std::string& id) {
+    core.add_request(id, prompts[0], p);
+    std::vector<float> lps;
+    size_t entries = 0;
+    for (int guard = 0; core.has_unfinished() && guard < 1000; ++guard)
+      for (const RequestOutput& o : core.step())
+        for (const auto& e : o.prompt_logprobs) {
+          ++entries;
+          if (e) lps.push_back(e->chosen.logprob);
+        }
+    EXPECT_EQ(entries, prompts[0].size()) << id;  // the first entry is null
+    return lps;
+  };
+  EngineCore core = make(cfg);
+  const auto first = prompt_lps(core, "a");
+  const int64_t hits = core.stats().prefix_cache_hits;
+  const auto second = prompt_lps(core, "b");
+  EXPECT_EQ(second.size(), prompts[0].size() - 1);
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(core.stats().prefix_cache_hits, hits) << "a prompt-logprobs request read the cache";
+  SamplingParams plain = greedy(2);
+  core.add_request("c", prompts[0], plain);
+  run_all(core);
+  EXPECT_GE(core.stats().prefix_cache_hits - hits, 36) << "the cached blocks were not reused";
 }
 
 TEST_F(TinyEngine, SeededSamplingAloneAndInBatch) {
