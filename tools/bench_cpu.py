@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""SmolLM2 prefill/decode on the CPU: vllm-cpp vs llama.cpp on the same GGUF, alternating runs
+"""A GGUF model's prefill/decode on the CPU: vllm-cpp vs llama.cpp on the same GGUF, alternating runs
 so both see the same machine state. Prints a markdown table row per engine (median of the
 rounds) and the load average.
 
     python3 tools/bench_cpu.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf] [--threads 2]
+        [--ours-args '--cpu-order llamacpp']
 """
 import argparse
 import json
@@ -27,11 +28,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--input-len", type=int, default=512)
     ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--ours-args", default="",
+                    help="extra flags for vllm-cpp bench latency, e.g. '--cpu-order llamacpp'")
     a = ap.parse_args()
     common = ["--input-len", str(a.input_len), "--output-len", str(a.output_len),
               "--threads", str(a.threads)]
-    ours_cmd = [os.path.join(ROOT, "build/vllm-cpp"), "bench", "latency", "-m", a.model,
-                "--repeats", "2"] + common
+    ours_cmd = [os.environ.get("VLLM_CPP_BIN", os.path.join(ROOT, "build/vllm-cpp")), "bench", "latency", "-m", a.model,
+                "--repeats", "2"] + common + a.ours_args.split()
     peer_cmd = [sys.executable, os.path.join(ROOT, "tools/bench_llamacpp.py"), a.model,
                 "--repeats", "2"] + common
     res = {"vllm-cpp": [], "llama.cpp": []}
