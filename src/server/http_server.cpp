@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -57,6 +58,42 @@ constexpr auto kHeadTimeout = std::chrono::seconds(10);
 constexpr auto kBodyTimeout = std::chrono::seconds(60);
 // Connections served at once, one thread each; beyond it new connections get a 503.
 constexpr int kMaxConnections = 4096;
+// A request head (request line and header fields) larger or longer than this is refused.
+constexpr size_t kMaxHeadBytes = 64 * 1024;
+constexpr int kMaxHeaderFields = 256;
+
+// Why a request head breaks RFC 9112's framing rules ("" when it does not): httplib reads
+// these heads leniently, and some of them are request-smuggling shapes.
+std::string framing_error(const std::string& head, const httplib::Request& req) {
+  int fields = 0;
+  for (size_t pos = head.find('\n'); pos != std::string::npos && pos + 1 < head.size();) {
+    const size_t end = head.find('\n', pos + 1);
+    std::string line = head.substr(pos + 1, end == std::string::npos ? end : end - pos - 1);
+    pos = end;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) break;  // the end of the head
+    if (++fields > kMaxHeaderFields)
+      return "more than " + std::to_string(kMaxHeaderFields) + " header fields";
+    if (line[0] == ' ' || line[0] == '\t') return "obsolete line folding in a header field";
+    const size_t colon = line.find(':');
+    if (colon == 0 || colon == std::string::npos) return "malformed header field";
+    for (char c : line.substr(0, colon))
+      if (!std::isalnum(static_cast<unsigned char>(c)) && !std::strchr("!#$%&'*+-.^_`|~", c))
+        return "invalid character in a header field name";
+  }
+  const size_t lengths = req.get_header_value_count("Content-Length");
+  for (size_t i = 1; i < lengths; ++i)
+    if (req.get_header_value("Content-Length", i) != req.get_header_value("Content-Length"))
+      return "conflicting Content-Length header fields";
+  if (lengths > 0 && req.has_header("Transfer-Encoding"))
+    return "Content-Length together with Transfer-Encoding";
+  if (req.version == "HTTP/1.1" && req.get_header_value_count("Host") != 1)
+    return "an HTTP/1.1 request needs exactly one Host header field";
+  return "";
+}
+
+// The framing error of the request this thread is reading, for the pre-routing handler.
+thread_local std::string current_framing_error;
 
 // Milliseconds left until `deadline` (0 when passed), capped at `cap_ms`.
 int ms_until(std::chrono::steady_clock::time_point deadline, int cap_ms) {
@@ -75,6 +112,15 @@ class DeadlineStream : public httplib::Stream {
     deadline_ = std::chrono::steady_clock::now() + d;
   }
   bool has_buffered() const { return pos_ < len_; }
+  // Keeps the bytes read from now on (the request head) until take_head().
+  void record_head() {
+    head_.clear();
+    recording_ = true;
+  }
+  std::string take_head() {
+    recording_ = false;
+    return std::move(head_);
+  }
 
   bool is_readable() const override {
     return has_buffered() || wait(POLLIN, ms_until(deadline_, read_ms_));
@@ -92,6 +138,10 @@ class DeadlineStream : public httplib::Stream {
     }
     const size_t n = std::min(size, len_ - pos_);
     std::memcpy(ptr, buf_ + pos_, n);
+    if (recording_) {
+      if (head_.size() + n > kMaxHeadBytes) return -1;
+      head_.append(ptr, n);
+    }
     pos_ += n;
     return static_cast<ssize_t>(n);
   }
@@ -136,6 +186,8 @@ class DeadlineStream : public httplib::Stream {
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::now();
   char buf_[4096];
   size_t pos_ = 0, len_ = 0;
+  bool recording_ = false;
+  std::string head_;
 };
 
 // httplib's ThreadPool has a fixed size: connections beyond it wait, unanswered, behind slow
@@ -232,12 +284,20 @@ class Server : public httplib::Server {
       strm.set_deadline(std::chrono::seconds(keep_alive_timeout_sec_));
       if (!strm.is_readable()) break;
       strm.set_deadline(kHeadTimeout);
-      bool closed = false;
+      strm.record_head();
+      bool closed = false, head_ok = false;
       set_current_client_socket(sock);
-      const bool ok = process_request(strm, left == 1, closed,
-                                      [&strm](httplib::Request&) { strm.set_deadline(kBodyTimeout); });
+      // Called once the head is read: checks it (the pre-routing handler answers a 400).
+      const bool ok = process_request(strm, left == 1, closed, [&](httplib::Request& req) {
+        current_framing_error = framing_error(strm.take_head(), req);
+        head_ok = current_framing_error.empty();
+        strm.set_deadline(kBodyTimeout);
+      });
       set_current_client_socket(-1);
-      if (!ok || closed) break;
+      current_framing_error.clear();
+      // After a head that was refused or could not be read, where the next request starts
+      // is unknown: close.
+      if (!ok || closed || !head_ok) break;
     }
   }
 
@@ -252,6 +312,13 @@ void configure(httplib::Server& svr, ServingContext& ctx) {
   svr.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  svr.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (current_framing_error.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    set_request_id_header(ctx, req, res, ctx.new_request_id(""));
+    set_json(res, error_json(400, current_framing_error), 400);
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
   });
   const size_t limit = ctx.config.max_body_bytes;
   svr.set_error_handler([limit, &ctx](const httplib::Request& req, httplib::Response& res) {
