@@ -1,5 +1,8 @@
 #include "server/generation.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -8,6 +11,21 @@
 
 namespace vllm::server {
 
+namespace {
+thread_local int current_client_socket = -1;
+}  // namespace
+
+void set_current_client_socket(int fd) { current_client_socket = fd; }
+
+bool client_disconnected(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return true;
+  // Readable: either the peer's FIN (recv sees 0 bytes) or a pipelined next request.
+  char byte;
+  return recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 struct Generation::Shared {
   std::mutex mutex;
   std::condition_variable ready;
@@ -15,7 +33,10 @@ struct Generation::Shared {
 };
 
 Generation::Generation(ServingContext& ctx, std::string base_id)
-    : ctx_(ctx), base_id_(std::move(base_id)), shared_(std::make_shared<Shared>()) {
+    : ctx_(ctx),
+      base_id_(std::move(base_id)),
+      shared_(std::make_shared<Shared>()),
+      client_socket_(current_client_socket) {
   ++ctx_.in_flight;
 }
 
@@ -52,6 +73,9 @@ std::vector<TaggedOutput> Generation::next(std::chrono::milliseconds timeout) {
   }
   for (const auto& o : outs)
     if (o.out.finished) ++consumed_finished_;
+  // Checked after every engine step's outputs: a client that went away stops its requests
+  // (their final "abort" outputs then arrive like any other).
+  if (!aborted_ && client_socket_ >= 0 && client_disconnected(client_socket_)) abort();
   return outs;
 }
 

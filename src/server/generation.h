@@ -13,6 +13,12 @@ namespace vllm::server {
 
 struct ServingContext;
 
+// The client socket of the HTTP request this thread serves (-1: none). The server sets it
+// around each request; a Generation made meanwhile aborts itself once that client is gone.
+void set_current_client_socket(int fd);
+// True once the peer has closed (or reset) the connection.
+bool client_disconnected(int fd);
+
 struct TaggedOutput {
   int prompt_index = 0;
   RequestOutput out;
@@ -45,6 +51,7 @@ class Generation {
   int total_completions_ = 0;
   int consumed_finished_ = 0;
   bool aborted_ = false;
+  int client_socket_ = -1;
 };
 
 }  // namespace vllm::server

@@ -1,6 +1,9 @@
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -8,15 +11,24 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
+#include <cstring>
+#include <deque>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "model/load.h"
 #include "server/api_error.h"
+#include "server/generation.h"
 #include "server/log.h"
 #include "server/router.h"
 #include "server/routes.h"
@@ -40,9 +52,259 @@ const char* reason_phrase(int status) {
   }
 }
 
+// Deadlines for reading a request: its head (request line and headers) and then its body.
+// A client trickling bytes slower than this loses its connection instead of holding a worker.
+constexpr auto kHeadTimeout = std::chrono::seconds(10);
+constexpr auto kBodyTimeout = std::chrono::seconds(60);
+// Connections served at once, one thread each; beyond it new connections get a 503.
+constexpr int kMaxConnections = 4096;
+// A request head (request line and header fields) larger or longer than this is refused.
+constexpr size_t kMaxHeadBytes = 64 * 1024;
+constexpr int kMaxHeaderFields = 256;
+
+// Why a request head breaks RFC 9112's framing rules ("" when it does not): httplib reads
+// these heads leniently, and some of them are request-smuggling shapes.
+std::string framing_error(const std::string& head, const httplib::Request& req) {
+  int fields = 0;
+  for (size_t pos = head.find('\n'); pos != std::string::npos && pos + 1 < head.size();) {
+    const size_t end = head.find('\n', pos + 1);
+    std::string line = head.substr(pos + 1, end == std::string::npos ? end : end - pos - 1);
+    pos = end;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) break;  // the end of the head
+    if (++fields > kMaxHeaderFields)
+      return "more than " + std::to_string(kMaxHeaderFields) + " header fields";
+    if (line[0] == ' ' || line[0] == '\t') return "obsolete line folding in a header field";
+    const size_t colon = line.find(':');
+    if (colon == 0 || colon == std::string::npos) return "malformed header field";
+    for (char c : line.substr(0, colon))
+      if (!std::isalnum(static_cast<unsigned char>(c)) && !std::strchr("!#$%&'*+-.^_`|~", c))
+        return "invalid character in a header field name";
+  }
+  const size_t lengths = req.get_header_value_count("Content-Length");
+  for (size_t i = 1; i < lengths; ++i)
+    if (req.get_header_value("Content-Length", i) != req.get_header_value("Content-Length"))
+      return "conflicting Content-Length header fields";
+  if (lengths > 0 && req.has_header("Transfer-Encoding"))
+    return "Content-Length together with Transfer-Encoding";
+  if (req.version == "HTTP/1.1" && req.get_header_value_count("Host") != 1)
+    return "an HTTP/1.1 request needs exactly one Host header field";
+  return "";
+}
+
+// The framing error of the request this thread is reading, for the pre-routing handler.
+thread_local std::string current_framing_error;
+
+// Milliseconds left until `deadline` (0 when passed), capped at `cap_ms`.
+int ms_until(std::chrono::steady_clock::time_point deadline, int cap_ms) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, cap_ms));
+}
+
+// One connection's socket as httplib's Stream, with a read deadline per request and a read
+// buffer that keeps pipelined bytes from one request to the next.
+class DeadlineStream : public httplib::Stream {
+ public:
+  DeadlineStream(int sock, int read_ms, int write_ms)
+      : sock_(sock), read_ms_(read_ms), write_ms_(write_ms) {}
+  void set_deadline(std::chrono::steady_clock::duration d) {
+    deadline_ = std::chrono::steady_clock::now() + d;
+  }
+  bool has_buffered() const { return pos_ < len_; }
+  // Keeps the bytes read from now on (the request head) until take_head().
+  void record_head() {
+    head_.clear();
+    recording_ = true;
+  }
+  std::string take_head() {
+    recording_ = false;
+    return std::move(head_);
+  }
+
+  bool is_readable() const override {
+    return has_buffered() || wait(POLLIN, ms_until(deadline_, read_ms_));
+  }
+  bool is_writable() const override {
+    return wait(POLLOUT, write_ms_) && !client_disconnected(sock_);
+  }
+  ssize_t read(char* ptr, size_t size) override {
+    if (!has_buffered()) {
+      if (!wait(POLLIN, ms_until(deadline_, read_ms_))) return -1;
+      const ssize_t n = recv(sock_, buf_, sizeof buf_, 0);
+      if (n <= 0) return n;
+      pos_ = 0;
+      len_ = static_cast<size_t>(n);
+    }
+    const size_t n = std::min(size, len_ - pos_);
+    std::memcpy(ptr, buf_ + pos_, n);
+    if (recording_) {
+      if (head_.size() + n > kMaxHeadBytes) return -1;
+      head_.append(ptr, n);
+    }
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!wait(POLLOUT, write_ms_)) return -1;
+    return send(sock_, ptr, size, MSG_NOSIGNAL);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address(getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address(getsockname, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  bool wait(short events, int ms) const {
+    pollfd p{sock_, events, 0};
+    int r;
+    while ((r = poll(&p, 1, ms)) < 0 && errno == EINTR) {}
+    return r > 0;
+  }
+  void address(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    char text[INET6_ADDRSTRLEN] = "";
+    if (get(sock_, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
+    if (a.ss_family == AF_INET) {
+      const auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
+      inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+      port = ntohs(v4->sin_port);
+    } else if (a.ss_family == AF_INET6) {
+      const auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
+      inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+      port = ntohs(v6->sin6_port);
+    }
+    ip = text;
+  }
+
+  int sock_;
+  int read_ms_, write_ms_;
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::now();
+  char buf_[4096];
+  size_t pos_ = 0, len_ = 0;
+  bool recording_ = false;
+  std::string head_;
+};
+
+// httplib's ThreadPool has a fixed size: connections beyond it wait, unanswered, behind slow
+// ones. This pool starts a thread whenever no idle one can take a job (idle ones leave after
+// a minute), so every accepted connection is served at once; Server caps their number.
+class ElasticPool : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(fn));
+    if (jobs_.size() > idle_) {
+      ++threads_;
+      std::thread([this] { work(); }).detach();
+    }
+    wake_.notify_one();
+  }
+  void shutdown() override {
+    std::unique_lock lock(mutex_);
+    stop_ = true;
+    wake_.notify_all();
+    gone_.wait(lock, [this] { return threads_ == 0; });
+  }
+
+ private:
+  void work() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ++idle_;
+      const bool woken = wake_.wait_for(lock, std::chrono::seconds(60),
+                                        [this] { return stop_ || !jobs_.empty(); });
+      --idle_;
+      if (jobs_.empty()) {
+        if (stop_ || !woken) break;
+        continue;
+      }
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+    if (--threads_ == 0) gone_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, gone_;
+  std::deque<std::function<void()>> jobs_;
+  size_t idle_ = 0, threads_ = 0;
+  bool stop_ = false;
+};
+
+// httplib's Server with our connection loop: deadlines for each request's head and body, a
+// cap on connections (503 beyond it), the full listen backlog, and the connection's socket
+// published to the handler's thread so generations can see their client leave.
+class Server : public httplib::Server {
+ public:
+  Server() {
+    new_task_queue = [] { return new ElasticPool; };
+  }
+  // httplib listens with a backlog of 5: listen() again with the system's maximum.
+  void widen_backlog() {
+    int backlog = SOMAXCONN;
+    std::ifstream("/proc/sys/net/core/somaxconn") >> backlog;
+    ::listen(svr_sock_, backlog);
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    bool ok = true;
+    if (++connections_ > kMaxConnections) {
+      static const std::string k503 = [] {
+        const std::string body = error_json(503, "too many connections").dump();
+        return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+               "Connection: close\r\nContent-Length: " + std::to_string(body.size()) +
+               "\r\n\r\n" + body;
+      }();
+      send(sock, k503.data(), k503.size(), MSG_NOSIGNAL);
+      ok = false;
+    } else {
+      serve(sock);
+    }
+    --connections_;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+
+  void serve(int sock) {
+    const auto ms = [](time_t s, time_t us) { return static_cast<int>(s * 1000 + us / 1000); };
+    DeadlineStream strm(sock, ms(read_timeout_sec_, read_timeout_usec_),
+                        ms(write_timeout_sec_, write_timeout_usec_));
+    for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
+      // Idle between requests: the keep-alive timeout, then the head's deadline.
+      strm.set_deadline(std::chrono::seconds(keep_alive_timeout_sec_));
+      if (!strm.is_readable()) break;
+      strm.set_deadline(kHeadTimeout);
+      strm.record_head();
+      bool closed = false, head_ok = false;
+      set_current_client_socket(sock);
+      // Called once the head is read: checks it (the pre-routing handler answers a 400).
+      const bool ok = process_request(strm, left == 1, closed, [&](httplib::Request& req) {
+        current_framing_error = framing_error(strm.take_head(), req);
+        head_ok = current_framing_error.empty();
+        strm.set_deadline(kBodyTimeout);
+      });
+      set_current_client_socket(-1);
+      current_framing_error.clear();
+      // After a head that was refused or could not be read, where the next request starts
+      // is unknown: close.
+      if (!ok || closed || !head_ok) break;
+    }
+  }
+
+  std::atomic<int> connections_{0};
+};
+
 void configure(httplib::Server& svr, ServingContext& ctx) {
-  const size_t threads = std::max(64, ctx.config.engine.max_num_seqs + 32);
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr.set_payload_max_length(ctx.config.max_body_bytes);
   svr.set_keep_alive_max_count(1000);
   if (ctx.config.uds.empty()) svr.set_tcp_nodelay(true);
@@ -50,6 +312,13 @@ void configure(httplib::Server& svr, ServingContext& ctx) {
   svr.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  svr.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (current_framing_error.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    set_request_id_header(ctx, req, res, ctx.new_request_id(""));
+    set_json(res, error_json(400, current_framing_error), 400);
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
   });
   const size_t limit = ctx.config.max_body_bytes;
   svr.set_error_handler([limit, &ctx](const httplib::Request& req, httplib::Response& res) {
@@ -226,11 +495,12 @@ int run_server(ServerConfig config) {
   ctx.engine = &engine;
   ctx.metrics.attach(engine);
 
-  httplib::Server svr;
+  Server svr;
   configure(svr, ctx);
   add_routes(svr, ctx);
   const std::optional<std::string> where = bind(svr, cfg);
   if (!where) return 1;
+  svr.widen_backlog();
   std::atomic<bool> listening{true};
   std::thread listener([&svr, &listening] {
     svr.listen_after_bind();
