@@ -247,7 +247,7 @@ DecoderModel::StepMemory DecoderModel::profile_step_memory(int max_tokens, int m
                                                           int max_model_len,
                                                           int block_size) const {
   VLLM_CHECK(max_tokens > 0 && max_logits_rows > 0 && block_size > 0, "profile sizes");
-  if (device_.kind == DeviceKind::Cpu) return {};  // nothing to budget: --kv-cache-memory is
+  if (device_.kind == DeviceKind::Cpu) return {};  // the CPU KV cache takes --kv-cache-memory
   Backend& be = backend_for(device_);
   StepMemory m;
   {
