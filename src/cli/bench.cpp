@@ -83,9 +83,7 @@ void add_bench(CLI::App& app) {
   lat->add_option("--repeats", args->repeats)->check(CLI::Range(1, 100));
   lat->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   lat->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs");
-  lat->add_option("--cpu-order", args->cpu_order, "batch-invariant or llamacpp (see generate)")
-      ->check(CLI::IsMember({"batch-invariant", "llamacpp"}))
-      ->capture_default_str();
+  add_cpu_order_option(*lat, args->cpu_order);
   lat->callback([args] { std::exit(run_guarded([&] { return run_latency(*args); })); });
   add_bench_serve(*bench);
 }

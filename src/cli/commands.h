@@ -10,6 +10,8 @@ void add_serve(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_bench_serve(CLI::App& bench);  // `bench serve`, attached by add_bench
 int64_t parse_bytes(const std::string& s);  // "4GiB", "512MiB", "1e9" or plain bytes
+// --cpu-order into `order` (batch-invariant or llamacpp; runtime/ops.h CpuOrder).
+void add_cpu_order_option(CLI::App& cmd, std::string& order);
 
 // Runs fn, turning vllm::Error and std::exception into "error: ..." on stderr and exit 1.
 int run_guarded(const std::function<int()>& fn);

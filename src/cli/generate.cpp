@@ -51,6 +51,15 @@ struct GenerateArgs {
 
 }  // namespace
 
+void add_cpu_order_option(CLI::App& cmd, std::string& order) {
+  cmd.add_option("--cpu-order", order,
+                 "CPU float summation order: batch-invariant (a token's logits do not depend on "
+                 "batching or chunking) or llamacpp (llama.cpp's own, bit for bit under its "
+                 "schedule)")
+      ->check(CLI::IsMember({"batch-invariant", "llamacpp"}))
+      ->capture_default_str();
+}
+
 int64_t parse_bytes(const std::string& s) {
   size_t used = 0;
   double v = 0;
@@ -165,12 +174,7 @@ void add_generate(CLI::App& app) {
                 "Windowed layers keep every block, as global layers do");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs for decode steps");
-  cmd->add_option("--cpu-order", args->cpu_order,
-                  "CPU float summation order: batch-invariant (a token's logits do not depend on "
-                  "batching or chunking) or llamacpp (llama.cpp's own, bit for bit under its "
-                  "schedule)")
-      ->check(CLI::IsMember({"batch-invariant", "llamacpp"}))
-      ->capture_default_str();
+  add_cpu_order_option(*cmd, args->cpu_order);
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
                   "CUDA, batch mode: fraction of GPU memory to use when --kv-cache-memory is not "
                   "given")->check(CLI::Range(0.0, 1.0))->capture_default_str();

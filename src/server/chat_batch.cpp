@@ -82,16 +82,9 @@ void handle_chat_completions_batch(ServingContext& ctx, const httplib::Request& 
     BatchChoice& c = choices[i];
     usage.prompt_tokens += static_cast<int64_t>(r.prompt.ids.size());
     usage.completion_tokens += static_cast<int64_t>(c.token_ids.size());
-    ojson message = {{"role", r.role},
-                     {"content", r.echo + c.content},
-                     {"tool_calls", ojson::array()},
-                     {"reasoning_content", nullptr}};
-    list.push_back({{"index", i},
-                    {"message", std::move(message)},
-                    {"logprobs", first.logprobs ? ojson({{"content", c.logprobs}}) : ojson(nullptr)},
-                    {"finish_reason", c.finish_reason},
-                    {"stop_reason", c.stop_reason},
-                    {"token_ids", r.report.token_ids ? ojson(c.token_ids) : ojson(nullptr)}});
+    list.push_back(chat_choice_json(i, r.role, r.echo + c.content,
+                                    first.logprobs ? &c.logprobs : nullptr, c.finish_reason,
+                                    c.stop_reason, r.report.token_ids ? &c.token_ids : nullptr));
   }
   ojson body = {{"id", id}, {"object", "chat.completion"}, {"created", unix_time()},
                 {"model", first.model}};

@@ -162,17 +162,10 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req,
   ojson body = envelope(id, "chat.completion", unix_time(), r.model);
   ojson list = ojson::array();
   for (int i = 0; i < r.params.n; ++i) {
-    ChatChoice& c = choices[i];
-    ojson message = {{"role", r.role},
-                     {"content", r.echo + c.content},
-                     {"tool_calls", ojson::array()},
-                     {"reasoning_content", nullptr}};
-    list.push_back({{"index", i},
-                    {"message", std::move(message)},
-                    {"logprobs", r.logprobs ? ojson({{"content", c.logprobs}}) : ojson(nullptr)},
-                    {"finish_reason", c.finish_reason},
-                    {"stop_reason", c.stop_reason},
-                    {"token_ids", r.report.token_ids ? ojson(c.token_ids) : ojson(nullptr)}});
+    const ChatChoice& c = choices[i];
+    list.push_back(chat_choice_json(i, r.role, r.echo + c.content,
+                                    r.logprobs ? &c.logprobs : nullptr, c.finish_reason,
+                                    c.stop_reason, r.report.token_ids ? &c.token_ids : nullptr));
   }
   body["choices"] = std::move(list);
   body["usage"] = usage_of(ctx, r, choices).to_json();

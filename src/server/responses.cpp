@@ -35,6 +35,21 @@ ojson Usage::to_json() const {
            cached_tokens ? ojson({{"cached_tokens", *cached_tokens}}) : ojson(nullptr)}};
 }
 
+ojson chat_choice_json(size_t index, const std::string& role, const std::string& content,
+                       const ojson* logprobs, const ojson& finish_reason,
+                       const ojson& stop_reason, const std::vector<int32_t>* token_ids) {
+  ojson message = {{"role", role},
+                   {"content", content},
+                   {"tool_calls", ojson::array()},
+                   {"reasoning_content", nullptr}};
+  return {{"index", index},
+          {"message", std::move(message)},
+          {"logprobs", logprobs ? ojson({{"content", *logprobs}}) : ojson(nullptr)},
+          {"finish_reason", finish_reason},
+          {"stop_reason", stop_reason},
+          {"token_ids", token_ids ? ojson(*token_ids) : ojson(nullptr)}};
+}
+
 ojson stop_reason_json(const RequestOutput& out, const SamplingParams& params) {
   if (!out.stop_reason) return nullptr;
   const std::string& s = *out.stop_reason;

@@ -21,6 +21,13 @@ struct Usage {
   ojson to_json() const;
 };
 
+// One choice of a chat.completion body (chat completions and their batch endpoint): the
+// assistant message and what vLLM reports beside it. logprobs / token_ids are null when not
+// asked for.
+ojson chat_choice_json(size_t index, const std::string& role, const std::string& content,
+                       const ojson* logprobs, const ojson& finish_reason,
+                       const ojson& stop_reason, const std::vector<int32_t>* token_ids);
+
 // vLLM's stop_reason: the stop string, the stop token id as a number, or null (EOS, length).
 ojson stop_reason_json(const RequestOutput& out, const SamplingParams& params);
 
