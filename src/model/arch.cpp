@@ -190,26 +190,127 @@ void qwen3_hf(const json& cfg, ModelConfig& c) {
   qwen_windows(cfg, c);
 }
 
+// The sizes every mixture of experts has. Published checkpoints say num_experts (Qwen) or
+// n_routed_experts (DeepSeek); transformers 5 writes num_local_experts.
+void read_moe_sizes(const json& cfg, MoeSpec& m) {
+  m.num_experts = get_or(cfg, "num_experts",
+                         get_or(cfg, "n_routed_experts", get_or(cfg, "num_local_experts", 0)));
+  m.top_k = get_or(cfg, "num_experts_per_tok", 0);
+  m.intermediate_size = get_or(cfg, "moe_intermediate_size", 0);
+  m.norm_topk_prob = get_or(cfg, "norm_topk_prob", false);
+  if (m.num_experts <= 0 || m.top_k <= 0 || m.top_k > m.num_experts || m.intermediate_size <= 0)
+    throw Error("config.json: the number of experts, num_experts_per_tok (1..experts) and "
+                "moe_intermediate_size must be positive");
+}
+
 // Qwen3-MoE: Qwen3's attention; every decoder_sparse_step-th layer not in mlp_only_layers is
 // a mixture of experts.
 void qwen3_moe_hf(const json& cfg, ModelConfig& c) {
   qwen3_hf(cfg, c);
   refuse_if_set(cfg, "shared_expert_intermediate_size", "shared experts (Qwen2-MoE)");
-  MoeSpec& m = c.moe;
-  // Published checkpoints say num_experts; transformers 5 writes num_local_experts.
-  m.num_experts = get_or(cfg, "num_experts", get_or(cfg, "num_local_experts", 0));
-  m.top_k = get_or(cfg, "num_experts_per_tok", 0);
-  m.intermediate_size = get_or(cfg, "moe_intermediate_size", 0);
-  m.norm_topk_prob = get_or(cfg, "norm_topk_prob", false);
-  if (m.num_experts <= 0 || m.top_k <= 0 || m.top_k > m.num_experts || m.intermediate_size <= 0)
-    throw Error("config.json: num_experts, num_experts_per_tok (1..num_experts) and "
-                "moe_intermediate_size must be positive");
+  read_moe_sizes(cfg, c.moe);
   const int step = get_or(cfg, "decoder_sparse_step", 1);
   if (step <= 0) throw Error("config.json: decoder_sparse_step must be positive");
   const auto dense = get_or(cfg, "mlp_only_layers", std::vector<int>{});
   for (int i = 0; i < c.num_layers; ++i)
     if (std::find(dense.begin(), dense.end(), i) == dense.end() && (i + 1) % step == 0)
       c.layers[i].mlp = MlpType::kMoe;
+}
+
+int positive_field(const json& cfg, const char* key) {
+  const int v = get_or(cfg, key, 0);
+  if (v <= 0)
+    throw Error(std::string("config.json: ") + key + " must be positive, got " +
+                (has(cfg, key) ? cfg[key].dump() : std::string("nothing")));
+  return v;
+}
+
+// DeepSeek's multi-head latent attention on every layer. The row a token caches may be stored
+// wider than it is (kv_cache_padded_dim, our own field: docs/model_configs.md).
+void deepseek_mla(const json& cfg, ModelConfig& c) {
+  refuse_if_set(cfg, "attention_bias", "biases on the MLA projections");
+  MlaSpec& m = c.mla;
+  m.q_lora_rank = get_or(cfg, "q_lora_rank", 0);
+  if (m.q_lora_rank < 0) throw Error("config.json: q_lora_rank must not be negative");
+  m.kv_lora_rank = positive_field(cfg, "kv_lora_rank");
+  m.qk_nope_head_dim = positive_field(cfg, "qk_nope_head_dim");
+  m.qk_rope_head_dim = positive_field(cfg, "qk_rope_head_dim");
+  m.v_head_dim = positive_field(cfg, "v_head_dim");
+  m.cache_row_width = get_or(cfg, "kv_cache_padded_dim", m.latent_width());
+  if (m.cache_row_width < m.latent_width())
+    throw Error("config.json: kv_cache_padded_dim " + std::to_string(m.cache_row_width) +
+                " is below kv_lora_rank + qk_rope_head_dim = " +
+                std::to_string(m.latent_width()));
+  // The rotary part is what RoPE and the layer specs see as a head; the latent is one
+  // key/value "head" shared by all query heads.
+  c.head_dim = m.qk_rope_head_dim;
+  c.num_kv_heads = 1;
+  all_layers(c, [](LayerSpec& L) { L.attention = AttentionType::kMla; });
+  // transformers' softmax scale: qk_head_dim^-0.5, times YaRN's mscale(mscale_all_dim)^2.
+  double scale = 1.0 / std::sqrt(double(m.qk_head_dim()));
+  const RopeScaling& s = c.layers[0].rope.scaling;
+  if (s.type != "default" && s.mscale_all_dim && *s.mscale_all_dim != 0 && s.factor > 1) {
+    const double ms = 0.1 * *s.mscale_all_dim * std::log(s.factor) + 1.0;
+    scale *= ms * ms;
+  }
+  c.attention_scale = scale;
+}
+
+// DeepSeek's MoE layers: from first_k_dense_replace on, every moe_layer_freq-th layer, with
+// shared experts and scaled routed weights.
+void deepseek_moe(const json& cfg, ModelConfig& c) {
+  MoeSpec& m = c.moe;
+  read_moe_sizes(cfg, m);
+  m.routed_scaling_factor = get_or(cfg, "routed_scaling_factor", 1.0);
+  m.shared_intermediate_size = get_or(cfg, "n_shared_experts", 0) * m.intermediate_size;
+  const int first_dense = get_or(cfg, "first_k_dense_replace", 0);
+  const int freq = get_or(cfg, "moe_layer_freq", 1);
+  if (first_dense < 0 || freq <= 0)
+    throw Error("config.json: first_k_dense_replace must not be negative, moe_layer_freq positive");
+  for (int i = first_dense; i < c.num_layers; ++i)
+    if (i % freq == 0) c.layers[i].mlp = MlpType::kMoe;
+}
+
+void group_limited(const json& cfg, MoeSpec& m) {
+  m.num_groups = positive_field(cfg, "n_group");
+  m.topk_groups = positive_field(cfg, "topk_group");
+  if (m.num_experts % m.num_groups || m.topk_groups > m.num_groups ||
+      m.top_k > m.topk_groups * (m.num_experts / m.num_groups))
+    throw Error("config.json: n_group " + std::to_string(m.num_groups) + " / topk_group " +
+                std::to_string(m.topk_groups) + " do not fit " + std::to_string(m.num_experts) +
+                " experts choosing " + std::to_string(m.top_k));
+}
+
+void deepseek_v2_hf(const json& cfg, ModelConfig& c) {
+  llama_hf(cfg, c);
+  deepseek_mla(cfg, c);
+  c.rope_neox = false;  // pairs (2i, 2i + 1), as complex numbers
+  deepseek_moe(cfg, c);
+  const auto method = get_or<std::string>(cfg, "topk_method", "greedy");
+  if (method == "group_limited_greedy") group_limited(cfg, c.moe);
+  else if (method != "greedy")
+    throw Error("config.json: DeepSeek-V2 topk_method '" + method +
+                "' is not supported (have greedy, group_limited_greedy)");
+  if (auto f = get_or<std::string>(cfg, "scoring_func", "softmax"); f != "softmax")
+    throw Error("config.json: DeepSeek-V2 scoring_func '" + f + "' is not supported (softmax)");
+}
+
+void deepseek_v3_hf(const json& cfg, ModelConfig& c) {
+  llama_hf(cfg, c);
+  deepseek_mla(cfg, c);
+  c.rope_neox = !get_or(cfg, "rope_interleave", true);
+  deepseek_moe(cfg, c);
+  if (auto t = get_or<std::string>(cfg, "topk_method", "noaux_tc"); t != "noaux_tc")
+    throw Error("config.json: DeepSeek-V3 topk_method '" + t + "' is not supported (noaux_tc)");
+  if (auto f = get_or<std::string>(cfg, "scoring_func", "sigmoid"); f != "sigmoid")
+    throw Error("config.json: DeepSeek-V3 scoring_func '" + f + "' is not supported (sigmoid)");
+  MoeSpec& m = c.moe;
+  m.scoring = MoeScoring::kSigmoid;
+  m.score_correction_bias = true;
+  m.group_score = GroupScore::kTopTwoSum;
+  group_limited(cfg, m);
+  if (m.num_experts / m.num_groups < 2)
+    throw Error("config.json: DeepSeek-V3 routing needs at least 2 experts per group");
 }
 
 void gemma3_hf(const json& cfg, ModelConfig& c) {
@@ -307,6 +408,8 @@ constexpr ArchSpec kArchs[] = {
     {"Qwen2ForCausalLM", "qwen2", qwen2_hf, qwen2_gguf},
     {"Qwen3ForCausalLM", "qwen3", qwen3_hf, qwen3_gguf},
     {"Qwen3MoeForCausalLM", "", qwen3_moe_hf, nullptr},
+    {"DeepseekV2ForCausalLM", "", deepseek_v2_hf, nullptr},
+    {"DeepseekV3ForCausalLM", "", deepseek_v3_hf, nullptr},
     {"Gemma3ForCausalLM", "gemma3", gemma3_hf, gemma3_gguf},
     {"Phi3ForCausalLM", "", all_windowed_hf, nullptr},
     {"Olmo2ForCausalLM", "", olmo2_hf, nullptr},

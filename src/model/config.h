@@ -26,9 +26,27 @@ struct RopeSpec {
   RopeScaling scaling;
 };
 
-// The attention a layer computes (and so the cache layout it needs). MLA and linear attention
-// come with their families.
-enum class AttentionType { kGqa };
+// The attention a layer computes (and so the cache layout it needs).
+enum class AttentionType {
+  kGqa,  // per-head K and V rows in the cache
+  kMla,  // DeepSeek's multi-head latent attention: one latent row per token (ModelConfig::mla)
+};
+// Multi-head latent attention (DeepSeek-V2/V3). Each token caches one row: the normed latent
+// c (kv_lora_rank) and the rotated key part k_pe (qk_rope_head_dim) shared by all heads,
+// stored in cache_row_width elements (>= the two; the rest is padding nothing reads). Head h's
+// key is [W_UK[h] c, k_pe] and its value W_UV[h] c, where kv_b_proj = [W_UK[h]; W_UV[h]] per
+// head. The decoder attends in latent space (W_UK folded into the query, W_UV applied after).
+struct MlaSpec {
+  int q_lora_rank = 0;  // 0: q_proj; else q_a_proj -> q_a_layernorm -> q_b_proj
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  int cache_row_width = 0;
+
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int latent_width() const { return kv_lora_rank + qk_rope_head_dim; }  // of a cached row
+};
 // Where a layer's norms sit around each of its two blocks f (attention, MLP):
 enum class NormPlacement {
   kPre,       // x + f(norm(x))                       Llama, Qwen, Phi-3, Granite
@@ -44,14 +62,28 @@ enum class MlpType {
   kGated,  // down(act(gate(x)) * up(x))
   kMoe,    // a mixture of gated experts, ModelConfig::moe
 };
-// Mixture of experts (Qwen3-MoE): a router scores num_experts gated MLPs per token (softmax),
-// the top_k run and their outputs add up weighted by those scores, renormalised to sum to 1
-// when norm_topk_prob. DeepSeek's grouped and biased routing and shared experts come with it.
+// Mixture of experts: a router scores num_experts gated MLPs per token, the top_k run and
+// their outputs add up weighted by their scores (renormalised to sum to 1 when norm_topk_prob,
+// then times routed_scaling_factor), plus the shared experts' MLP when there is one.
+//   Qwen3-MoE:    softmax scores, plain top-k.
+//   DeepSeek-V2:  softmax scores; group_limited_greedy keeps the experts of the topk_groups
+//                 groups (of num_groups) whose best expert scores highest.
+//   DeepSeek-V3:  sigmoid scores; experts are chosen by score + e_score_correction_bias, in the
+//                 topk_groups groups whose two best biased scores sum highest; the weights are
+//                 the unbiased scores.
+enum class MoeScoring { kSoftmax, kSigmoid };
+enum class GroupScore { kMax, kTopTwoSum };
 struct MoeSpec {
   int num_experts = 0;
   int top_k = 0;
   int intermediate_size = 0;  // of each expert
   bool norm_topk_prob = false;
+  MoeScoring scoring = MoeScoring::kSoftmax;
+  int num_groups = 1, topk_groups = 1;  // group-limited routing when num_groups > 1
+  GroupScore group_score = GroupScore::kMax;
+  bool score_correction_bias = false;   // mlp.gate.e_score_correction_bias
+  double routed_scaling_factor = 1.0;
+  int shared_intermediate_size = 0;     // 0: no shared experts (mlp.shared_experts.*)
 };
 enum class Activation { kSilu, kGeluTanh };
 
@@ -78,10 +110,11 @@ struct ModelConfig {
   int num_layers = 0;
   int num_heads = 0;
   int num_kv_heads = 0;
-  int head_dim = 0;
+  int head_dim = 0;  // MLA: the rotated part of a head (qk_rope_head_dim); see mla
   double rms_norm_eps = 1e-6;
   std::vector<LayerSpec> layers;  // [num_layers]
   MoeSpec moe;                    // the layers whose mlp is kMoe
+  MlaSpec mla;                    // the layers whose attention is kMla
   bool rope_neox = true;  // HF checkpoints rotate halves; GGUF llama weights are interleaved
   bool rope_ggml_theta = false;  // RoPE angles with ggml's arithmetic (GGUF files)
   bool kv_cache_f16 = false;     // f16 K/V cache (GGUF files, as llama.cpp)

@@ -36,8 +36,23 @@ std::vector<Tensor> qkv_weights(const WeightSource& w, const std::string& p, con
                     {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, suffix);
 }
 
-std::vector<Tensor> gate_up_weights(const WeightSource& w, const std::string& p) {
-  return projection(w, p, "mlp.gate_up_proj", {"mlp.gate_proj", "mlp.up_proj"}, ".weight");
+// The projections a layer applies to its normed input, in output order: q, k, v, or for MLA
+// the query's (q_proj, or q_a_proj with a q-LoRA) and kv_a_proj_with_mqa.
+std::vector<Tensor> attention_input_weights(const WeightSource& w, const std::string& p,
+                                            const LayerSpec& spec) {
+  if (spec.attention == AttentionType::kMla) {
+    auto q = w.get(p + "self_attn.q_proj.weight");
+    return {q ? *q : w.require(p + "self_attn.q_a_proj.weight"),
+            w.require(p + "self_attn.kv_a_proj_with_mqa.weight")};
+  }
+  return qkv_weights(w, p, ".weight");
+}
+
+std::vector<Tensor> gate_up_weights(const WeightSource& w, const std::string& p,
+                                    const char* mlp = "mlp.") {
+  const std::string m = mlp;
+  return projection(w, p, (m + "gate_up_proj").c_str(),
+                    {(m + "gate_proj").c_str(), (m + "up_proj").c_str()}, ".weight");
 }
 
 std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
@@ -47,16 +62,19 @@ std::vector<Tensor> expert_gate_up_weights(const WeightSource& w, const std::str
   return {w.require(x + "gate_proj.weight"), w.require(x + "up_proj.weight")};
 }
 
-// The weights a CPU layer keeps as fused copies: q/k/v, and gate/up (of each expert).
+// The weights a CPU layer keeps as fused copies: the attention's input projections, and
+// gate/up (of each expert, and of the shared experts).
 std::vector<std::vector<Tensor>> fused_parts(const WeightSource& w, int i, const LayerSpec& spec,
-                                             int num_experts) {
+                                             const MoeSpec& moe) {
   const std::string p = layer_prefix(i);
   std::vector<std::vector<Tensor>> out;
-  out.push_back(qkv_weights(w, p, ".weight"));
-  if (spec.mlp == MlpType::kMoe)
-    for (int e = 0; e < num_experts; ++e) out.push_back(expert_gate_up_weights(w, p, e));
-  else
+  out.push_back(attention_input_weights(w, p, spec));
+  if (spec.mlp == MlpType::kMoe) {
+    for (int e = 0; e < moe.num_experts; ++e) out.push_back(expert_gate_up_weights(w, p, e));
+    if (moe.shared_intermediate_size > 0) out.push_back(gate_up_weights(w, p, "mlp.shared_experts."));
+  } else {
     out.push_back(gate_up_weights(w, p));
+  }
   return out;
 }
 
@@ -67,10 +85,14 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
     : config_(std::move(config)), device_(device) {
   const ModelConfig& c = config_;
   VLLM_CHECK(static_cast<int>(c.layers.size()) == c.num_layers, "one layer spec per layer");
-  for (const LayerSpec& spec : c.layers)
+  for (const LayerSpec& spec : c.layers) {
     if (spec.mlp == MlpType::kMoe && device.kind != DeviceKind::Cpu)
       throw Error(c.architecture + ": mixture-of-experts layers run on the CPU only so far "
                   "(--device cpu)");
+    if (spec.attention == AttentionType::kMla && device.kind != DeviceKind::Cpu)
+      throw Error(c.architecture + ": multi-head latent attention runs on the CPU only so far "
+                  "(--device cpu)");
+  }
   const Tensor embed = w.require("model.embed_tokens.weight");
   VLLM_CHECK(embed.size(0) == c.vocab_size && embed.size(1) == c.hidden_size,
              "embed_tokens shape ", embed.shape_str());
@@ -87,7 +109,7 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
   size_t fused_bytes = 0;
   if (device.kind == DeviceKind::Cpu)
     for (int i = 0; i < c.num_layers; ++i)
-      for (const auto& parts : fused_parts(w, i, c.layers[i], c.moe.num_experts)) {
+      for (const auto& parts : fused_parts(w, i, c.layers[i], c.moe)) {
         if (parts.size() < 2) continue;
         if (std::all_of(parts.begin(), parts.end(),
                         [&](const Tensor& t) { return t.dtype() == parts[0].dtype(); }))
@@ -166,15 +188,33 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
   }
   std::vector<Tensor> qkv_bias;
   if (spec.attention_bias) qkv_bias = qkv_weights(w, p, ".bias");
-  L.qkv = Linear::fused(qkv_weights(w, p, ".weight"), qkv_bias, device_, &arena);
-  VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
-             " q/k/v shapes do not match the config");
+  L.qkv = Linear::fused(attention_input_weights(w, p, spec), qkv_bias, device_, &arena);
+  if (spec.attention == AttentionType::kMla) {
+    load_mla(L, p, w);
+  } else {
+    VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
+               " q/k/v shapes do not match the config");
+  }
   L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, device_);
   if (spec.mlp == MlpType::kMoe) {
     const MoeSpec& m = c.moe;
     L.router = Linear::fused({w.require(p + "mlp.gate.weight")}, {}, device_);
     VLLM_CHECK(L.router.out_features == m.num_experts, "layer ", i, " router of ",
                L.router.out_features, " experts, the config has ", m.num_experts);
+    if (m.score_correction_bias) {
+      L.router_bias = to_f32(w.require(p + "mlp.gate.e_score_correction_bias"));
+      VLLM_CHECK(L.router_bias.numel() == m.num_experts, "layer ", i,
+                 " e_score_correction_bias of ", L.router_bias.numel(), " experts");
+    }
+    if (m.shared_intermediate_size > 0) {
+      L.shared_gate_up =
+          Linear::fused(gate_up_weights(w, p, "mlp.shared_experts."), {}, device_, &arena);
+      VLLM_CHECK(L.shared_gate_up.out_features == 2 * int64_t(m.shared_intermediate_size),
+                 "layer ", i, " shared experts' gate/up do not match n_shared_experts x "
+                 "moe_intermediate_size");
+      L.shared_down = Linear::fused({w.require(p + "mlp.shared_experts.down_proj.weight")}, {},
+                                    device_);
+    }
     for (int e = 0; e < m.num_experts; ++e) {
       L.expert_gate_up.push_back(
           Linear::fused(expert_gate_up_weights(w, p, e), {}, device_, &arena));
@@ -195,6 +235,36 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
     L.k_norm = norm_weight(w, p + "self_attn.k_norm.weight", whole ? c.kv_size() : c.head_dim);
   }
   return L;
+}
+
+void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& w) const {
+  const ModelConfig& c = config_;
+  const MlaSpec& m = c.mla;
+  const int64_t H = c.num_heads, nope = m.qk_nope_head_dim, v = m.v_head_dim,
+                lat = m.kv_lora_rank;
+  const int64_t q_width = m.q_lora_rank > 0 ? m.q_lora_rank : H * m.qk_head_dim();
+  VLLM_CHECK(L.qkv.out_features == q_width + m.latent_width(), p,
+             "q and kv_a projections do not match the config's MLA sizes");
+  if (m.q_lora_rank > 0) {
+    L.q_a_norm = norm_weight(w, p + "self_attn.q_a_layernorm.weight", m.q_lora_rank);
+    L.q_b = Linear::fused({w.require(p + "self_attn.q_b_proj.weight")}, {}, device_);
+    VLLM_CHECK(L.q_b.out_features == H * m.qk_head_dim(), p, "self_attn.q_b_proj rows");
+  }
+  L.kv_a_norm = norm_weight(w, p + "self_attn.kv_a_layernorm.weight", lat);
+  const Tensor kv_b = to_f32(w.require(p + "self_attn.kv_b_proj.weight"));
+  VLLM_CHECK(kv_b.ndim() == 2 && kv_b.size(0) == H * (nope + v) && kv_b.size(1) == lat, p,
+             "self_attn.kv_b_proj is ", kv_b.shape_str(), ", the config needs [",
+             H * (nope + v), ", ", lat, "]");
+  for (int64_t h = 0; h < H; ++h) {
+    const float* rows = kv_b.data<float>() + h * (nope + v) * lat;  // W_UK[h] then W_UV[h]
+    Tensor uk_t = Tensor::empty({lat, nope}, DType::F32);
+    for (int64_t n = 0; n < nope; ++n)
+      for (int64_t l = 0; l < lat; ++l) uk_t.data<float>()[l * nope + n] = rows[n * lat + l];
+    Tensor uv = Tensor::empty({v, lat}, DType::F32);
+    std::copy(rows + nope * lat, rows + (nope + v) * lat, uv.data<float>());
+    L.uk_t.push_back(uk_t);
+    L.uv.push_back(uv);
+  }
 }
 
 Tensor DecoderModel::score(std::span<const int32_t> tokens) const {
@@ -236,7 +306,10 @@ void DecoderModel::make_kv_cache_groups() {
 }
 
 int64_t DecoderModel::kv_bytes_per_layer_token() const {
-  return int64_t(2) * config_.kv_size() * dtype_info(kv_dtype()).block_bytes;
+  const int64_t elems = config_.layers[0].attention == AttentionType::kMla
+                            ? config_.mla.cache_row_width
+                            : int64_t(2) * config_.kv_size();
+  return elems * dtype_info(kv_dtype()).block_bytes;
 }
 
 int64_t DecoderModel::kv_bytes_per_token() const {
@@ -278,13 +351,22 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {
   KvCache cache;
   cache.num_blocks = num_blocks;
   cache.block_size = block_size;
-  // One K and one V buffer per place in a group, shared by the layers at that place.
-  // Uninitialised: attention only reads slots written before, and untouched pages cost no RSS.
+  // One K and one V buffer per place in a group, shared by the layers at that place; MLA
+  // layers keep one latent row per token in k and no v. Uninitialised: attention only reads
+  // slots written before, and untouched pages cost no RSS.
   std::vector<Tensor> k, v;
-  for (int j = 0; j < group_size_; ++j)
+  const bool mla = config_.layers[0].attention == AttentionType::kMla;
+  for (int j = 0; j < group_size_; ++j) {
+    if (mla) {
+      k.push_back(Tensor::empty({num_blocks, block_size, 1, config_.mla.cache_row_width},
+                                kv_dtype(), device_));
+      v.emplace_back();
+      continue;
+    }
     for (auto* side : {&k, &v})
       side->push_back(Tensor::empty(
           {num_blocks, block_size, config_.num_kv_heads, config_.head_dim}, kv_dtype(), device_));
+  }
   for (int i = 0; i < config_.num_layers; ++i) {
     cache.k.push_back(k[layer_slot_[i]]);
     cache.v.push_back(v[layer_slot_[i]]);
@@ -364,6 +446,7 @@ DecoderModel::StepInputs DecoderModel::upload_inputs(const ForwardBatch& batch,
 // input of a block where the backend does not norm inside the matmul.
 struct DecoderModel::Scratch {
   Tensor residual, h, qkv, attn, block_out, gate_up, act;
+  Tensor q, q_latent, out_latent;  // MLA: q after q_b_proj, the query and output in latent space
 };
 
 Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
@@ -374,8 +457,16 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
   Scratch s;
   s.residual = Tensor::empty({T, c.hidden_size}, DType::F32, d);
   s.h = Tensor::empty({T, c.hidden_size}, DType::F32, d);
-  s.qkv = Tensor::empty({T, c.q_size() + 2 * c.kv_size()}, DType::F32, d);
-  s.attn = Tensor::empty({T, c.num_heads, c.head_dim}, DType::F32, d);
+  s.qkv = Tensor::empty({T, layers_[0].qkv.out_features}, DType::F32, d);
+  if (layers_[0].spec.attention == AttentionType::kMla) {
+    const MlaSpec& m = c.mla;
+    if (m.q_lora_rank > 0) s.q = Tensor::empty({T, c.num_heads * m.qk_head_dim()}, DType::F32, d);
+    s.q_latent = Tensor::empty({T, c.num_heads, m.latent_width()}, DType::F32, d);
+    s.out_latent = Tensor::empty({T, c.num_heads, m.kv_lora_rank}, DType::F32, d);
+    s.attn = Tensor::empty({T, c.num_heads, m.v_head_dim}, DType::F32, d);
+  } else {
+    s.attn = Tensor::empty({T, c.num_heads, c.head_dim}, DType::F32, d);
+  }
   s.block_out = Tensor::empty({T, c.hidden_size}, DType::F32, d);
   s.gate_up = Tensor::empty({T, 2 * int64_t(c.intermediate_size)}, DType::F32, d);
   s.act = Tensor::empty({T, c.intermediate_size}, DType::F32, d);
@@ -408,6 +499,7 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
 
 void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, KvCache& cache,
                                    Scratch& s) const {
+  if (L.spec.attention == AttentionType::kMla) return mla_attention_block(L, i, in, cache, s);
   const ModelConfig& c = config_;
   const LayerSpec& spec = L.spec;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -445,6 +537,57 @@ void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, 
   add_block_output(L.o, s.attn.merge_last(), L.attn_post_norm, s.block_out, s.residual);
 }
 
+// Multi-head latent attention in latent space, for prefill and decode steps alike (one
+// arithmetic order per token, so its logits do not depend on the step it is computed in):
+// each head's query becomes [W_UK[h]^T q_nope, rope(q_pe)] and attends over the cached rows
+// [c, rope(k_pe)] with the latent c as value; W_UV[h] then maps the output to the head's values.
+void DecoderModel::mla_attention_block(const Layer& L, int i, const StepInputs& in,
+                                       KvCache& cache, Scratch& s) const {
+  const ModelConfig& c = config_;
+  const MlaSpec& m = c.mla;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t H = c.num_heads, nope = m.qk_nope_head_dim, rot = m.qk_rope_head_dim,
+                lat = m.kv_lora_rank;
+  // [q or q_a | c | k_pe] = norm(x) @ [W_q or W_qa; W_kva]^T
+  L.qkv.normed(s.residual, L.attn_norm, eps, s.h, s.qkv);
+  const int64_t q_width = L.qkv.out_features - m.latent_width();
+  Tensor q = s.qkv.slice(1, 0, q_width);
+  if (m.q_lora_rank > 0) {
+    rms_norm(q, L.q_a_norm, eps, q);
+    L.q_b(q, s.q);
+    q = s.q;
+  }
+  Tensor latent = s.qkv.slice(1, q_width, lat);
+  rms_norm(latent, L.kv_a_norm, eps, latent);
+  Tensor k_pe = s.qkv.slice(1, q_width + lat, rot).split_last(1);  // [T, 1, rot]
+  const Tensor heads = q.split_last(H);                              // [T, H, nope + rot]
+  for (int64_t h = 0; h < H; ++h) {
+    const Tensor head = heads.slice(1, h, 1).merge_last();
+    Tensor q_lat = s.q_latent.slice(1, h, 1).merge_last();
+    Tensor q_lat_nope = q_lat.slice(1, 0, lat);
+    matmul(head.slice(1, 0, nope), L.uk_t[h], q_lat_nope);
+    for (int64_t t = 0; t < head.size(0); ++t) {
+      const float* src = reinterpret_cast<const float*>(head.row(t)) + nope;
+      std::copy(src, src + rot, reinterpret_cast<float*>(q_lat.row(t)) + lat);
+    }
+  }
+  Tensor q_pe = s.q_latent.slice(2, lat, rot);
+  rope(q_pe, in.positions, L.rope);
+  rope(k_pe, in.positions, L.rope);
+  // The cache row [c, k_pe] lives in the first latent_width lanes; padding is never touched.
+  Tensor& row = cache.k[i];
+  Tensor c_lanes = row.slice(3, 0, lat), pe_lanes = row.slice(3, lat, rot);
+  reshape_and_cache(latent.split_last(1), k_pe, c_lanes, pe_lanes, in.slots[layer_group_[i]]);
+  paged_attention(s.q_latent, row.slice(3, 0, m.latent_width()), c_lanes,
+                  *in.meta[layer_group_[i]], c.softmax_scale(), L.spec.sliding_window,
+                  s.out_latent);
+  for (int64_t h = 0; h < H; ++h) {
+    Tensor out_h = s.attn.slice(1, h, 1).merge_last();
+    matmul(s.out_latent.slice(1, h, 1).merge_last(), L.uv[h], out_h);
+  }
+  add_block_output(L.o, s.attn.merge_last(), L.attn_post_norm, s.block_out, s.residual);
+}
+
 void DecoderModel::mlp_block(const Layer& L, Scratch& s) const {
   if (L.spec.mlp == MlpType::kMoe) return moe_block(L, s);
   const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -461,10 +604,72 @@ void DecoderModel::mlp_block(const Layer& L, Scratch& s) const {
   add_block_output(L.down, s.act, L.ffn_post_norm, s.block_out, s.residual);
 }
 
+// Routing on the host (the constructor keeps MoE layers on the CPU): for each token, the
+// MoeSpec's scores, the group limit, the top_k (ties to the lower index), their weights.
+void DecoderModel::route(const Layer& L, const Tensor& scores,
+                         std::vector<std::vector<int32_t>>& rows,
+                         std::vector<std::vector<float>>& weights) const {
+  const MoeSpec& m = config_.moe;
+  const int E = m.num_experts, per_group = E / m.num_groups;
+  const int64_t T = scores.size(0);
+  rows.assign(E, {});
+  weights.assign(E, {});
+  std::vector<float> p(E), choice(E), group(m.num_groups);
+  std::vector<int> order(E), groups(m.num_groups);
+  const float* bias = L.router_bias.defined() ? L.router_bias.data<float>() : nullptr;
+  auto top = [](std::vector<int>& idx, int k, const std::vector<float>& key) {
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+      return key[a] > key[b] || (key[a] == key[b] && a < b);
+    });
+  };
+  for (int64_t t = 0; t < T; ++t) {
+    const float* z = scores.data<float>() + t * E;
+    if (m.scoring == MoeScoring::kSigmoid) {
+      for (int e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + std::exp(-z[e]));
+    } else {
+      const float mx = *std::max_element(z, z + E);
+      float sum = 0;
+      for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(z[e] - mx));
+      for (int e = 0; e < E; ++e) p[e] /= sum;
+    }
+    for (int e = 0; e < E; ++e) choice[e] = bias ? p[e] + bias[e] : p[e];
+    if (m.num_groups > 1) {
+      for (int g = 0; g < m.num_groups; ++g) {
+        const float* v = choice.data() + g * per_group;
+        if (m.group_score == GroupScore::kMax) {
+          group[g] = *std::max_element(v, v + per_group);
+        } else {  // the two best
+          float a = -INFINITY, b = -INFINITY;
+          for (int j = 0; j < per_group; ++j) {
+            if (v[j] > a) b = a, a = v[j];
+            else if (v[j] > b) b = v[j];
+          }
+          group[g] = a + b;
+        }
+      }
+      top(groups, m.topk_groups, group);
+      std::vector<bool> kept(m.num_groups, false);
+      for (int k = 0; k < m.topk_groups; ++k) kept[groups[k]] = true;
+      for (int e = 0; e < E; ++e)
+        if (!kept[e / per_group]) choice[e] = -INFINITY;
+    }
+    top(order, m.top_k, choice);
+    float sum = 0;
+    for (int k = 0; k < m.top_k; ++k) sum += p[order[k]];
+    const float norm = m.norm_topk_prob ? 1.0f / sum : 1.0f;
+    for (int k = 0; k < m.top_k; ++k) {
+      const int e = order[k];
+      rows[e].push_back(static_cast<int32_t>(t));
+      weights[e].push_back(p[e] * norm * static_cast<float>(m.routed_scaling_factor));
+    }
+  }
+}
+
 // The experts run grouped: the tokens routed to an expert are gathered, go through its
 // gate/up, activation and down as one matmul each, and are added back into their rows with
-// their router weights, experts in ascending order (transformers' order). Routing is chosen on
-// the host, so this runs on the CPU only (the constructor refuses other devices).
+// their router weights, experts in ascending order (transformers' order), then the shared
+// experts' output.
 void DecoderModel::moe_block(const Layer& L, Scratch& s) const {
   const ModelConfig& c = config_;
   const MoeSpec& m = c.moe;
@@ -475,28 +680,9 @@ void DecoderModel::moe_block(const Layer& L, Scratch& s) const {
   const Tensor& h = L.ffn_norm.defined() ? s.h : s.residual;
   Tensor scores = Tensor::empty({T, E}, DType::F32, device_);
   L.router(h, scores);
-  // Softmax over the experts, the top_k largest (ties to the lower index), renormalised.
-  std::vector<std::vector<int32_t>> rows(E);
-  std::vector<std::vector<float>> weights(E);
-  std::vector<float> p(E);
-  std::vector<int> order(E);
-  for (int64_t t = 0; t < T; ++t) {
-    const float* z = scores.data<float>() + t * E;
-    const float mx = *std::max_element(z, z + E);
-    float sum = 0;
-    for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(z[e] - mx));
-    for (int e = 0; e < E; ++e) p[e] /= sum;
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + m.top_k, order.end(),
-                      [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    float kept = 0;
-    for (int k = 0; k < m.top_k; ++k) kept += p[order[k]];
-    for (int k = 0; k < m.top_k; ++k) {
-      const int e = order[k];
-      rows[e].push_back(static_cast<int32_t>(t));
-      weights[e].push_back(m.norm_topk_prob ? p[e] / kept : p[e]);
-    }
-  }
+  std::vector<std::vector<int32_t>> rows;
+  std::vector<std::vector<float>> weights;
+  route(L, scores, rows, weights);
   Tensor& out = s.block_out;
   std::fill(out.data<float>(), out.data<float>() + T * H, 0.0f);
   for (int e = 0; e < E; ++e) {
@@ -515,6 +701,15 @@ void DecoderModel::moe_block(const Layer& L, Scratch& s) const {
       const float* v = reinterpret_cast<const float*>(y.row(j));
       for (int64_t i = 0; i < H; ++i) o[i] += v[i] * weights[e][j];
     }
+  }
+  if (m.shared_intermediate_size > 0) {
+    const int64_t S = m.shared_intermediate_size;
+    Tensor gate_up = Tensor::empty({T, 2 * S}, DType::F32, device_);
+    Tensor act = Tensor::empty({T, S}, DType::F32, device_);
+    Tensor y = Tensor::empty({T, H}, DType::F32, device_);
+    L.shared_gate_up(h, gate_up);
+    silu_and_mul(gate_up, act);
+    L.shared_down.accumulate(act, y, out);
   }
   if (L.ffn_post_norm.defined())
     rms_norm(out, L.ffn_post_norm, static_cast<float>(c.rms_norm_eps), out);

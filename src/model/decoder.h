@@ -83,11 +83,22 @@ class DecoderModel {
     LayerSpec spec;
     RopeParams rope;
     Tensor attn_norm, attn_post_norm, ffn_norm, ffn_post_norm, q_norm, k_norm;
+    // qkv: the projections of the normed input, fused; for MLA [q_proj or q_a_proj;
+    // kv_a_proj_with_mqa].
     Linear qkv, o, gate_up, down;
+    // MLA (AttentionType::kMla): q_b_proj after q_a_layernorm where there is a q-LoRA, the
+    // latent's norm, and per head, from kv_b_proj, W_UK[h]^T [kv_lora, nope] (folded into the
+    // query) and W_UV[h] [v_head_dim, kv_lora] (applied to the attention output), f32.
+    Linear q_b;
+    Tensor q_a_norm, kv_a_norm;
+    std::vector<Tensor> uk_t, uv;
     // Mixture-of-experts layers (MlpType::kMoe) instead of gate_up and down: the router
-    // [num_experts, hidden] and each expert's fused gate/up and down.
+    // [num_experts, hidden] (and its score correction bias, f32), each expert's fused gate/up
+    // and down, and the shared experts' MLP where the model has one.
     Linear router;
+    Tensor router_bias;
     std::vector<Linear> expert_gate_up, expert_down;
+    Linear shared_gate_up, shared_down;
   };
   Layer load_layer(int i, const WeightSource& w, HostWeightArena& arena) const;
   // An RMSNorm weight of `size` entries in f32 on the device, with the config's offset added.
@@ -97,6 +108,12 @@ class DecoderModel {
   struct Scratch;
   void attention_block(const Layer& L, int index, const StepInputs& in, KvCache& cache,
                        Scratch& s) const;
+  void mla_attention_block(const Layer& L, int index, const StepInputs& in, KvCache& cache,
+                           Scratch& s) const;
+  void load_mla(Layer& L, const std::string& prefix, const WeightSource& w) const;
+  // Each token's experts and their weights, grouped by expert: rows[e], weights[e].
+  void route(const Layer& L, const Tensor& scores, std::vector<std::vector<int32_t>>& rows,
+             std::vector<std::vector<float>>& weights) const;
   void mlp_block(const Layer& L, Scratch& s) const;
   void moe_block(const Layer& L, Scratch& s) const;
   // residual += post_norm(out) * residual_multiplier, where out = lin(x); scratch `product`.

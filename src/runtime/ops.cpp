@@ -25,6 +25,9 @@ void inner_packed(const Tensor& t, const char* name) {
 }
 
 // Paged K/V caches: [num_blocks, block_size, Hkv, D], both f32, both f16 or (CUDA) both bf16.
+// On the CPU, K and V may differ in D and be views of one wider buffer (MLA's latent row: the
+// key is the whole row, the value its first lanes); elsewhere they are two packed tensors of
+// one shape.
 void expect_cache(const Tensor& k_cache, const Tensor& v_cache) {
   const DType dt = k_cache.dtype();
   VLLM_CHECK(dt == DType::F32 || dt == DType::F16 ||
@@ -32,6 +35,20 @@ void expect_cache(const Tensor& k_cache, const Tensor& v_cache) {
              "kv cache dtype ", dtype_name(dt), " on ", k_cache.device().str());
   expect(k_cache, "k_cache", 4, k_cache.dtype());
   expect(v_cache, "v_cache", 4, k_cache.dtype());
+  same_device(k_cache, v_cache);
+  if (k_cache.device().kind != DeviceKind::Cpu) {
+    VLLM_CHECK(k_cache.shape() == v_cache.shape(), "kv cache shapes ", k_cache.shape_str(),
+               " and ", v_cache.shape_str());
+    VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
+    return;
+  }
+  for (int d = 0; d < 3; ++d)
+    VLLM_CHECK(k_cache.size(d) == v_cache.size(d), "kv caches ", k_cache.shape_str(), " and ",
+               v_cache.shape_str(), " differ in blocks, block size or heads");
+  for (const Tensor* c : {&k_cache, &v_cache})
+    VLLM_CHECK(c->stride_bytes(3) == dtype_info(dt).block_bytes &&
+                   (c->size(2) == 1 || c->stride_bytes(2) == c->size(3) * c->stride_bytes(3)),
+               "kv cache views must keep each token's heads packed, got ", c->shape_str());
 }
 
 void check_matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
@@ -92,11 +109,12 @@ void check_cache_write(const Tensor& k, const Tensor& v, const Tensor& k_cache,
   expect(v, "v", 3, DType::F32);
   expect_cache(k_cache, v_cache);
   expect(slot_mapping, "slot_mapping", 1, DType::I32);
-  VLLM_CHECK(k.shape() == v.shape() && k_cache.shape() == v_cache.shape(), "kv shapes");
-  VLLM_CHECK(k.size(1) == k_cache.size(2) && k.size(2) == k_cache.size(3), "k ",
-             k.shape_str(), " for cache ", k_cache.shape_str());
+  VLLM_CHECK(k.size(0) == v.size(0), "k and v token counts");
+  VLLM_CHECK(k.size(1) == k_cache.size(2) && k.size(2) == k_cache.size(3) &&
+                 v.size(1) == v_cache.size(2) && v.size(2) == v_cache.size(3),
+             "k ", k.shape_str(), " v ", v.shape_str(), " for caches ", k_cache.shape_str(),
+             " and ", v_cache.shape_str());
   VLLM_CHECK(slot_mapping.size(0) == k.size(0), "slot_mapping length");
-  VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
   VLLM_CHECK(k.stride_bytes(2) == 4 && k.stride_bytes(1) == 4 * k.size(2) &&
                  v.stride_bytes(2) == 4 && v.stride_bytes(1) == 4 * v.size(2),
              "k and v rows must be packed");
@@ -297,7 +315,10 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   expect(q, "q", 3, DType::F32);
   expect(out, "out", 3, DType::F32);
   expect_cache(k_cache, v_cache);
-  VLLM_CHECK(out.shape() == q.shape(), "attention out ", out.shape_str());
+  VLLM_CHECK(out.size(0) == q.size(0) && out.size(1) == q.size(1) &&
+                 out.size(2) == v_cache.size(3),
+             "attention out ", out.shape_str(), " for q ", q.shape_str(), " and values ",
+             v_cache.shape_str());
   VLLM_CHECK(q.size(2) == k_cache.size(3) && q.size(1) % k_cache.size(2) == 0,
              "q ", q.shape_str(), " vs cache ", k_cache.shape_str());
   const int n = meta.num_seqs();

@@ -120,7 +120,9 @@ void scale(Tensor& x, float s);
 // Row-wise softmax over the last dim of x[R, C].
 void softmax(const Tensor& x, Tensor& out);
 // Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] (f32, or f16 / bf16
-// (CUDA) with rounding) at slot_mapping[T] (slot = block * block_size + offset; negative slots skipped).
+// (CUDA) with rounding) at slot_mapping[T] (slot = block * block_size + offset; negative slots
+// skipped). On the CPU, k and v may differ in D and the caches may be views of lanes of one
+// wider buffer (MLA's latent row); only those lanes are written.
 void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                        const Tensor& slot_mapping);
 // rope(qk, positions, params), then reshape_and_cache(k, v, ...), where k is the view of the
@@ -128,9 +130,10 @@ void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor
 void rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
                     const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                     const Tensor& slot_mapping);
-// Causal attention of q[T, Hq, D] over the paged cache (GQA: Hq % Hkv == 0). A key at
-// position j is visible from a query at position p when j <= p and, with a sliding window
-// W > 0, p - j < W.
+// Causal attention of q[T, Hq, D] over the paged cache (GQA: Hq % Hkv == 0) into
+// out[T, Hq, Dv], Dv the values' width (= D except on the CPU, where the caches may be lane
+// views of one buffer, as MLA's latent rows). A key at position j is visible from a query at
+// position p when j <= p and, with a sliding window W > 0, p - j < W.
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const AttentionMeta& meta, float scale, int sliding_window, Tensor& out);
 // out[R] i32 = argmax of each row of x[R, C] f32 (the first of equal maxima): greedy sampling

@@ -16,7 +16,7 @@ namespace vllm::cpu {
 void CpuBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,
                                    Tensor& v_cache, const Tensor& slot_mapping) {
   const int64_t block_size = k_cache.size(1);
-  const int64_t n = k.size(1) * k.size(2);
+  const int64_t nk = k.size(1) * k.size(2), nv = v.size(1) * v.size(2);
   const bool half = k_cache.dtype() == DType::F16;
   const int32_t* slots = slot_mapping.data<int32_t>();
   for (int64_t t = 0; t < k.size(0); ++t) {
@@ -27,11 +27,11 @@ void CpuBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_c
     const float* ks = reinterpret_cast<const float*>(k.row(t));
     const float* vs = reinterpret_cast<const float*>(v.row(t));
     if (half) {
-      f32_to_f16_row(ks, reinterpret_cast<uint16_t*>(kd), n);
-      f32_to_f16_row(vs, reinterpret_cast<uint16_t*>(vd), n);
+      f32_to_f16_row(ks, reinterpret_cast<uint16_t*>(kd), nk);
+      f32_to_f16_row(vs, reinterpret_cast<uint16_t*>(vd), nv);
     } else {
-      std::memcpy(kd, ks, n * sizeof(float));
-      std::memcpy(vd, vs, n * sizeof(float));
+      std::memcpy(kd, ks, nk * sizeof(float));
+      std::memcpy(vd, vs, nv * sizeof(float));
     }
   }
 }
@@ -63,7 +63,7 @@ double ggml_softmax_exps(float* scores, int64_t first, int64_t count, float max)
 void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                  const AttentionMeta& meta, float scale, int sliding_window,
                                  Tensor& out) {
-  const int64_t T = q.size(0), Hq = q.size(1), D = q.size(2);
+  const int64_t T = q.size(0), Hq = q.size(1), D = q.size(2), Dv = v_cache.size(3);
   const int64_t Hkv = k_cache.size(2), block_size = k_cache.size(1);
   const int64_t group = Hq / Hkv;
   const bool half = k_cache.dtype() == DType::F16;
@@ -109,11 +109,11 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
         double sum = 0;
         for (float& s : scores) sum += (s = std::exp(s - mx));
         const float inv = float(1.0 / sum);
-        std::fill(o, o + D, 0.0f);
+        std::fill(o, o + Dv, 0.0f);
         for_blocks([&](int64_t j, int64_t n) {
           for (int64_t r = 0; r < n; ++r) {
             const char* v = kv_at(v_cache, j) + r * v_cache.stride_bytes(1);
-            axpy_f32(scores[j - first + r] * inv, reinterpret_cast<const float*>(v), o, D);
+            axpy_f32(scores[j - first + r] * inv, reinterpret_cast<const float*>(v), o, Dv);
           }
         });
         continue;
@@ -125,11 +125,11 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
                                                                   : ggml_order::Order::Single;
       std::copy(qv, qv + D, qbuf.begin());
       round_to_f16(qbuf.data(), D);
-      // Keys of one block are rows `kv_stride` apart.
-      const int64_t kv_stride = k_cache.stride_bytes(1) / 2;
+      // Keys (values) of one block are rows `k_stride` (`v_stride`) f16 apart.
+      const int64_t k_stride = k_cache.stride_bytes(1) / 2, v_stride = v_cache.stride_bytes(1) / 2;
       for_blocks([&](int64_t j, int64_t n) {
         ggml_order::dot_rows(qbuf.data(), reinterpret_cast<const uint16_t*>(kv_at(k_cache, j)),
-                             kv_stride, n, D, order, &scores[j - first]);
+                             k_stride, n, D, order, &scores[j - first]);
       });
       float mx = -INFINITY;
       for (float& s : scores) mx = std::max(mx, s *= scale);
@@ -138,13 +138,13 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
       for (float& s : scores) s *= inv;
       round_to_f16(scores.data(), count);
       const int slots = ggml_order::value_slots(order);
-      acc.assign(static_cast<size_t>(slots * D), 0.0f);
+      acc.assign(static_cast<size_t>(slots * Dv), 0.0f);
       for_blocks([&](int64_t j, int64_t n) {
         ggml_order::accumulate_values(&scores[j - first],
                                       reinterpret_cast<const uint16_t*>(kv_at(v_cache, j)),
-                                      kv_stride, n, D, j, slots, acc.data());
+                                      v_stride, n, Dv, j, slots, acc.data());
       });
-      ggml_order::reduce_values(acc.data(), slots, D, o);
+      ggml_order::reduce_values(acc.data(), slots, Dv, o);
     }
   });
 }
