@@ -12,6 +12,7 @@
 #include "model/load.h"
 #include "runtime/device.h"
 #include "util/check.h"
+#include "../model/windowed_mla_fixture.h"
 
 using namespace vllm;
 
@@ -429,6 +430,37 @@ TEST(HybridEngine, WindowedGroupsHoldOnlyTheWindow) {
   EXPECT_EQ(groups[0].sliding_window, 0);
   EXPECT_EQ(groups[0].layers, std::vector<int>{1});
   EXPECT_EQ(groups[1].sliding_window, 8);
+  const EngineConfig cfg = four_token_blocks();
+  EngineCore core(*m.model, nullptr, cfg);
+  core.add_request("a", kWindowPrompt, greedy(100));
+  std::vector<int32_t> got;
+  int most_windowed = 0, most_global = 0;
+  while (core.has_unfinished()) {
+    for (const auto& o : core.step()) got.insert(got.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    const auto tables = core.kv_cache_manager().get_block_ids("a");
+    for (size_t g = 0; g < tables.size(); ++g) {
+      const int live = static_cast<int>(std::count_if(
+          tables[g].begin(), tables[g].end(), [](int id) { return id != core::kNullBlockId; }));
+      int& most = groups[g].sliding_window ? most_windowed : most_global;
+      most = std::max(most, live);
+    }
+  }
+  EXPECT_EQ(got, full_cache_greedy(*m.model, 100));
+  EXPECT_LE(most_windowed, 8 / cfg.block_size + 1);
+  EXPECT_EQ(most_global, 28);  // 112 tokens in blocks of 4
+  EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
+}
+
+// MLA with sliding-window layers (full, sliding, sliding; window 8; rows padded to 48 lanes):
+// the windowed groups hold only the window's blocks, the full group all of them, the tokens
+// are the full-cache driver's, and a token costs one 48-lane latent row per layer instead of
+// per-head K and V.
+TEST(HybridEngine, WindowedMlaGroupsHoldOnlyTheWindow) {
+  LoadedModel m = load_model(testing_mla::windowed_mla_model(
+      "engine", {"full_attention", "sliding_attention", "sliding_attention"}, 8, 48));
+  const auto& groups = m.model->kv_cache_groups();
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(m.model->kv_bytes_per_layer_token(), 48 * 4);  // f32 latent row, no V
   const EngineConfig cfg = four_token_blocks();
   EngineCore core(*m.model, nullptr, cfg);
   core.add_request("a", kWindowPrompt, greedy(100));
