@@ -402,13 +402,72 @@ void gemma3_gguf(const GgufFile& g, const std::string& a, ModelConfig& c) {
     if (tokens[id] == "<end_of_turn>") c.eos_token_ids.push_back(static_cast<int>(id));
 }
 
+// llama.cpp's deepseek2 (DeepSeek-V2 and V3): MLA with kv_b_proj split per head into
+// attn_k_b / attn_v_b, key_length = the cached row (kv_lora_rank + rope dims) and
+// key_length_mla / value_length_mla the per-head sizes; experts under expert_* keys, the
+// gating function 1 = softmax, 2 = sigmoid (with exp_probs_b as V3's correction bias).
+void deepseek2_gguf(const GgufFile& g, const std::string& a, ModelConfig& c) {
+  auto need = [&](const std::string& key) -> int {
+    auto v = g.get_int(a + "." + key);
+    if (!v || *v < 0) throw Error(g.path() + ": missing metadata " + a + "." + key);
+    return static_cast<int>(*v);
+  };
+  MlaSpec& m = c.mla;
+  m.q_lora_rank = static_cast<int>(g.get_int(a + ".attention.q_lora_rank").value_or(0));
+  m.kv_lora_rank = need("attention.kv_lora_rank");
+  m.qk_rope_head_dim = need("rope.dimension_count");
+  m.qk_nope_head_dim = need("attention.key_length_mla") - m.qk_rope_head_dim;
+  m.v_head_dim = need("attention.value_length_mla");
+  m.cache_row_width = m.latent_width();
+  if (m.kv_lora_rank <= 0 || m.qk_rope_head_dim <= 0 || m.qk_nope_head_dim <= 0 ||
+      m.v_head_dim <= 0)
+    throw Error(g.path() + ": MLA sizes (kv_lora_rank, rope.dimension_count, key_length_mla, "
+                "value_length_mla) must be positive");
+  c.head_dim = m.qk_rope_head_dim;
+  c.num_kv_heads = 1;
+  c.rope_neox = false;  // llama.cpp rotates deepseek2's pairs (2i, 2i + 1)
+  c.attention_scale = 1.0 / std::sqrt(double(m.qk_head_dim()));
+  for (LayerSpec& L : c.layers) {
+    L.attention = AttentionType::kMla;
+    L.rope.partial_rotary_factor = 1.0;
+  }
+  MoeSpec& e = c.moe;
+  e.num_experts = need("expert_count");
+  e.top_k = need("expert_used_count");
+  e.intermediate_size = need("expert_feed_forward_length");
+  e.shared_intermediate_size =
+      static_cast<int>(g.get_int(a + ".expert_shared_count").value_or(0)) * e.intermediate_size;
+  e.norm_topk_prob = g.get_bool(a + ".expert_weights_norm").value_or(false);
+  e.routed_scaling_factor = g.get_float(a + ".expert_weights_scale").value_or(1.0);
+  if (e.routed_scaling_factor == 0) e.routed_scaling_factor = 1.0;  // llama.cpp: 0 = unset
+  const int64_t gating = g.get_int(a + ".expert_gating_func").value_or(1);
+  if (gating == 2) {
+    e.scoring = MoeScoring::kSigmoid;
+    e.group_score = GroupScore::kTopTwoSum;
+    e.score_correction_bias = g.find("blk." + std::to_string(c.num_layers - 1) +
+                                     ".exp_probs_b.bias") != nullptr;
+  } else if (gating != 1) {
+    throw Error(g.path() + ": " + a + ".expert_gating_func " + std::to_string(gating) +
+                " is not supported (1 softmax, 2 sigmoid)");
+  }
+  e.num_groups = static_cast<int>(g.get_int(a + ".expert_group_count").value_or(1));
+  e.topk_groups = static_cast<int>(g.get_int(a + ".expert_group_used_count").value_or(1));
+  if (e.num_experts <= 0 || e.top_k <= 0 || e.top_k > e.num_experts ||
+      e.intermediate_size <= 0 || e.num_groups <= 0 || e.num_experts % e.num_groups ||
+      e.topk_groups <= 0 || e.topk_groups > e.num_groups)
+    throw Error(g.path() + ": expert_count, expert_used_count, expert_feed_forward_length and "
+                "the expert groups do not fit together");
+  const int dense = static_cast<int>(g.get_int(a + ".leading_dense_block_count").value_or(0));
+  for (int i = dense; i < c.num_layers; ++i) c.layers[i].mlp = MlpType::kMoe;
+}
+
 constexpr ArchSpec kArchs[] = {
     {"LlamaForCausalLM", "llama", llama_hf, plain_gguf},
     {"MistralForCausalLM", "", all_windowed_hf, nullptr},
     {"Qwen2ForCausalLM", "qwen2", qwen2_hf, qwen2_gguf},
     {"Qwen3ForCausalLM", "qwen3", qwen3_hf, qwen3_gguf},
     {"Qwen3MoeForCausalLM", "", qwen3_moe_hf, nullptr},
-    {"DeepseekV2ForCausalLM", "", deepseek_v2_hf, nullptr},
+    {"DeepseekV2ForCausalLM", "deepseek2", deepseek_v2_hf, deepseek2_gguf},
     {"DeepseekV3ForCausalLM", "", deepseek_v3_hf, nullptr},
     {"Gemma3ForCausalLM", "gemma3", gemma3_hf, gemma3_gguf},
     {"Phi3ForCausalLM", "", all_windowed_hf, nullptr},

@@ -251,7 +251,22 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
     VLLM_CHECK(L.q_b.out_features == H * m.qk_head_dim(), p, "self_attn.q_b_proj rows");
   }
   L.kv_a_norm = norm_weight(w, p + "self_attn.kv_a_layernorm.weight", lat);
-  const Tensor kv_b = to_f32(w.require(p + "self_attn.kv_b_proj.weight"));
+  const auto kv_b_stored = w.get(p + "self_attn.kv_b_proj.weight");
+  if (!kv_b_stored) {  // GGUF deepseek2: per head, k_b = W_UK[h]^T and v_b = W_UV[h] already
+    const Tensor k_b = to_f32(w.require(p + "self_attn.k_b_proj.weight"));
+    const Tensor v_b = to_f32(w.require(p + "self_attn.v_b_proj.weight"));
+    VLLM_CHECK(k_b.ndim() == 3 && k_b.size(0) == H && k_b.size(1) == lat &&
+                   k_b.size(2) == nope && v_b.ndim() == 3 && v_b.size(0) == H &&
+                   v_b.size(1) == v && v_b.size(2) == lat,
+               p, "attn_k_b ", k_b.shape_str(), " / attn_v_b ", v_b.shape_str(),
+               " do not match the MLA sizes");
+    for (int64_t h = 0; h < H; ++h) {
+      L.uk_t.push_back(k_b.narrow(h, 1).reshape({lat, nope}));
+      L.uv.push_back(v_b.narrow(h, 1).reshape({v, lat}));
+    }
+    return;
+  }
+  const Tensor kv_b = to_f32(*kv_b_stored);
   VLLM_CHECK(kv_b.ndim() == 2 && kv_b.size(0) == H * (nope + v) && kv_b.size(1) == lat, p,
              "self_attn.kv_b_proj is ", kv_b.shape_str(), ", the config needs [",
              H * (nope + v), ", ", lat, "]");

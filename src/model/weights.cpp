@@ -43,6 +43,7 @@ class GgufSource final : public WeightSource {
   GgufSource(std::shared_ptr<GgufFile> g, std::vector<bool> pre_norm)
       : g_(std::move(g)), pre_norm_(std::move(pre_norm)) {}
   std::optional<Tensor> get(const std::string& name) const override {
+    if (auto expert = expert_view(name)) return expert;
     const std::string gguf_name = translate(name);
     if (gguf_name.empty() || !g_->find(gguf_name)) return std::nullopt;
     return g_->tensor(gguf_name);
@@ -50,6 +51,22 @@ class GgufSource final : public WeightSource {
   std::string describe() const override { return g_->path(); }
 
  private:
+  // One expert's matrix of a GGUF expert stack (blk.N.ffn_{gate,up,down}_exps [E, rows,
+  // cols]): a view of its rows, still in the file's block type.
+  std::optional<Tensor> expert_view(const std::string& hf) const {
+    static const std::regex kExpert(
+        R"(model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight)");
+    std::smatch m;
+    if (!std::regex_match(hf, m, kExpert)) return std::nullopt;
+    const std::string stack = "blk." + m[1].str() + ".ffn_" + m[3].str() + "_exps.weight";
+    if (!g_->find(stack)) return std::nullopt;
+    const Tensor all = g_->tensor(stack);
+    const int64_t e = std::stoll(m[2].str());
+    VLLM_CHECK(all.ndim() == 3, stack, " is ", all.shape_str(), ", not [experts, rows, cols]");
+    if (e >= all.size(0)) return std::nullopt;
+    return all.narrow(e, 1).reshape({all.size(1), all.size(2)});
+  }
+
   std::string translate(const std::string& hf) const {
     static const std::pair<const char*, const char*> kGlobal[] = {
         {"model.embed_tokens.weight", "token_embd.weight"},
@@ -66,7 +83,22 @@ class GgufSource final : public WeightSource {
         {"self_attn.q_norm", "attn_q_norm"},    {"self_attn.k_norm", "attn_k_norm"},
         {"mlp.gate_proj", "ffn_gate"},          {"mlp.up_proj", "ffn_up"},
         {"mlp.down_proj", "ffn_down"},
+        // MLA (deepseek2): kv_b_proj comes split per head in current files (k_b_proj,
+        // v_b_proj are our names for those halves, see DecoderModel::load_mla).
+        {"self_attn.q_a_proj", "attn_q_a"},     {"self_attn.q_a_layernorm", "attn_q_a_norm"},
+        {"self_attn.q_b_proj", "attn_q_b"},     {"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"},
+        {"self_attn.kv_a_layernorm", "attn_kv_a_norm"},
+        {"self_attn.kv_b_proj", "attn_kv_b"},   {"self_attn.k_b_proj", "attn_k_b"},
+        {"self_attn.v_b_proj", "attn_v_b"},
+        // Mixture of experts: the router, V3's correction bias, the shared experts.
+        {"mlp.gate", "ffn_gate_inp"},
+        {"mlp.shared_experts.gate_proj", "ffn_gate_shexp"},
+        {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
+        {"mlp.shared_experts.down_proj", "ffn_down_shexp"},
     };
+    static const std::regex kBias(R"(model\.layers\.(\d+)\.mlp\.gate\.e_score_correction_bias)");
+    std::smatch b;
+    if (std::regex_match(hf, b, kBias)) return "blk." + b[1].str() + ".exp_probs_b.bias";
     static const std::regex kPattern(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))");
     std::smatch m;
     if (!std::regex_match(hf, m, kPattern)) return {};

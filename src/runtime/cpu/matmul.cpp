@@ -95,10 +95,28 @@ void matmul_kquant(const Tensor& x, const Tensor& w, Tensor& out, bool accumulat
   });
 }
 
+// f16 and bf16 weights multiply activations rounded to their own type first, as ggml (its
+// vec_dot_type for both) and PyTorch (f16 / bf16 tensors on both sides) do; products and sums
+// stay f32.
 void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
   const bool direct = w.dtype() == DType::F32;
+  const bool half = w.dtype() == DType::F16 || w.dtype() == DType::BF16;
+  std::vector<float> rounded(half ? static_cast<size_t>(M * K) : 0);
+  if (half)
+    cpu_pool().parallel_for(M, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        const float* a = reinterpret_cast<const float*>(x.row(m));
+        float* r = rounded.data() + m * K;
+        if (w.dtype() == DType::F16) {
+          std::copy(a, a + K, r);
+          round_to_f16(r, K);
+        } else {
+          for (int64_t k = 0; k < K; ++k) r[k] = bf16_to_f32(f32_to_bf16(a[k]));
+        }
+      }
+    });
   cpu_pool().parallel_for(num_tiles, [&](int64_t t0, int64_t t1) {
     std::vector<float> tile(direct ? 0 : static_cast<size_t>(kRowTile * K));
     for (int64_t t = t0; t < t1; ++t) {
@@ -107,7 +125,7 @@ void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) 
         for (int64_t n = n0; n < n1; ++n)
           dequantize_row(w.dtype(), w.row(n), tile.data() + (n - n0) * K, K);
       for (int64_t m = 0; m < M; ++m) {
-        const float* a = reinterpret_cast<const float*>(x.row(m));
+        const float* a = half ? rounded.data() + m * K : reinterpret_cast<const float*>(x.row(m));
         float* o = reinterpret_cast<float*>(out.row(m));
         for (int64_t n = n0; n < n1; ++n) {
           const float* wr = direct ? reinterpret_cast<const float*>(w.row(n))
