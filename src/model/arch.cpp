@@ -426,7 +426,17 @@ void deepseek2_gguf(const GgufFile& g, const std::string& a, ModelConfig& c) {
   c.head_dim = m.qk_rope_head_dim;
   c.num_kv_heads = 1;
   c.rope_neox = false;  // llama.cpp rotates deepseek2's pairs (2i, 2i + 1)
-  c.attention_scale = 1.0 / std::sqrt(double(m.qk_head_dim()));
+  // llama.cpp's kq_scale: qk_head_dim^-0.5 times mscale^2, mscale = 1 + 0.1 x
+  // mscale_all_dim x ln(factor); the file stores 0.1 x mscale_all_dim as yarn_log_multiplier.
+  double scale = 1.0 / std::sqrt(double(m.qk_head_dim()));
+  const RopeScaling& s = c.layers[0].rope.scaling;
+  if (s.type == "yarn") {
+    const double ms =
+        1.0 + g.get_float(a + ".rope.scaling.yarn_log_multiplier").value_or(0.0) *
+                  std::log(s.factor);
+    scale *= ms * ms;
+  }
+  c.attention_scale = scale;
   for (LayerSpec& L : c.layers) {
     L.attention = AttentionType::kMla;
     L.rope.partial_rotary_factor = 1.0;
@@ -594,8 +604,22 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     rope.scaling.original_max_position_embeddings = static_cast<int>(
         g.get_int(a + ".rope.scaling.original_context_length").value_or(0));
   }
-  if (rope.scaling.type != "default" && rope.scaling.type != "linear")
-    throw Error(g.path() + ": GGUF rope scaling '" + rope.scaling.type + "' is not supported");
+  if (rope.scaling.type != "default" && rope.scaling.type != "linear" &&
+      rope.scaling.type != "yarn")
+    throw Error(g.path() + ": GGUF rope scaling '" + rope.scaling.type +
+                "' is not supported (have none, linear, yarn)");
+  if (rope.scaling.type == "yarn" && a != "deepseek2")  // checked against llama.cpp for it only
+    throw Error(g.path() + ": GGUF YaRN RoPE scaling is supported for deepseek2 files only");
+  if (rope.scaling.type == "yarn") {
+    RopeScaling& s = rope.scaling;
+    if (s.factor <= 1.0 || s.original_max_position_embeddings <= 0)
+      throw Error(g.path() + ": YaRN needs rope.scaling.factor > 1 and "
+                  "rope.scaling.original_context_length");
+    s.beta_fast = g.get_float(a + ".rope.scaling.yarn_beta_fast").value_or(32.0);
+    s.beta_slow = g.get_float(a + ".rope.scaling.yarn_beta_slow").value_or(1.0);
+    // The rotation keeps unit length (llama.cpp's attn_factor 1); families scale attention.
+    s.attention_factor = g.get_float(a + ".rope.scaling.attn_factor").value_or(1.0);
+  }
   LayerSpec base;
   base.rope = rope;
   c.layers.assign(c.num_layers, base);

@@ -92,6 +92,8 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
     if (spec.attention == AttentionType::kMla && device.kind != DeviceKind::Cpu)
       throw Error(c.architecture + ": multi-head latent attention runs on the CPU only so far "
                   "(--device cpu)");
+    if (c.rope_ggml_theta && spec.rope.scaling.type == "yarn" && device.kind != DeviceKind::Cpu)
+      throw Error("YaRN RoPE scaling in a GGUF file runs on the CPU only so far (--device cpu)");
   }
   const Tensor embed = w.require("model.embed_tokens.weight");
   VLLM_CHECK(embed.size(0) == c.vocab_size && embed.size(1) == c.hidden_size,
@@ -149,8 +151,19 @@ RopeParams DecoderModel::rope_params(const LayerSpec& spec, const WeightSource& 
   if (c.rope_ggml_theta) {
     r.ggml_theta = true;
     r.theta_scale = std::pow(static_cast<float>(spec.rope.theta), -2.0f / r.rotary_dim);
-    if (spec.rope.scaling.type == "linear")
-      r.freq_scale = 1.0f / static_cast<float>(spec.rope.scaling.factor);
+    const RopeScaling& s = spec.rope.scaling;
+    if (s.type == "linear" || s.type == "yarn") r.freq_scale = 1.0f / static_cast<float>(s.factor);
+    if (s.type == "yarn") {  // ggml_rope_yarn_corr_dims, in floats as ggml has them
+      const auto corr = [&](double rotations) {
+        return float(r.rotary_dim) *
+               std::log(float(s.original_max_position_embeddings) /
+                        (static_cast<float>(rotations) * 2.0f * float(M_PI))) /
+               (2.0f * std::log(static_cast<float>(spec.rope.theta)));
+      };
+      r.ext_factor = 1.0f;
+      r.yarn_low = std::max(0.0f, std::floor(corr(s.beta_fast)));
+      r.yarn_high = std::min(float(r.rotary_dim - 1), std::ceil(corr(s.beta_slow)));
+    }
     // GGUF llama-3 files carry the llama3 scaling as per-frequency divisors.
     if (auto freqs = w.get("rope_freqs.weight")) {
       Tensor f = to_f32(*freqs);
@@ -491,7 +504,7 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
   const int last = c.num_layers - 1;
   for (int i = 0; i < last; ++i) {
     attention_block(layers_[i], i, in, cache, s);
-    mlp_block(layers_[i], s);
+    mlp_block(i, layers_[i], s);
   }
   // The last layer's attention writes every row's K/V; after it only the rows that give logits
   // matter, so its MLP, the final norm and the LM head see just those (as llama.cpp does).
@@ -503,7 +516,7 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
   kept.block_out = s.residual.narrow(0, num_logits);
   kept.gate_up = s.gate_up.narrow(0, num_logits);
   kept.act = s.act.narrow(0, num_logits);
-  if (num_logits > 0) mlp_block(layers_[last], kept);
+  if (num_logits > 0) mlp_block(last, layers_[last], kept);
 
   const float eps = static_cast<float>(c.rms_norm_eps);
   Tensor logits = Tensor::empty({num_logits, c.vocab_size}, DType::F32, d);
@@ -603,8 +616,8 @@ void DecoderModel::mla_attention_block(const Layer& L, int i, const StepInputs& 
   add_block_output(L.o, s.attn.merge_last(), L.attn_post_norm, s.block_out, s.residual);
 }
 
-void DecoderModel::mlp_block(const Layer& L, Scratch& s) const {
-  if (L.spec.mlp == MlpType::kMoe) return moe_block(L, s);
+void DecoderModel::mlp_block(int layer, const Layer& L, Scratch& s) const {
+  if (L.spec.mlp == MlpType::kMoe) return moe_block(layer, L, s);
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const bool silu = L.spec.activation == Activation::kSilu;
   if (L.ffn_norm.defined() && silu) {
@@ -621,7 +634,7 @@ void DecoderModel::mlp_block(const Layer& L, Scratch& s) const {
 
 // Routing on the host (the constructor keeps MoE layers on the CPU): for each token, the
 // MoeSpec's scores, the group limit, the top_k (ties to the lower index), their weights.
-void DecoderModel::route(const Layer& L, const Tensor& scores,
+void DecoderModel::route(int layer, const Layer& L, const Tensor& scores,
                          std::vector<std::vector<int32_t>>& rows,
                          std::vector<std::vector<float>>& weights) const {
   const MoeSpec& m = config_.moe;
@@ -632,14 +645,22 @@ void DecoderModel::route(const Layer& L, const Tensor& scores,
   std::vector<float> p(E), choice(E), group(m.num_groups);
   std::vector<int> order(E), groups(m.num_groups);
   const float* bias = L.router_bias.defined() ? L.router_bias.data<float>() : nullptr;
-  auto top = [](std::vector<int>& idx, int k, const std::vector<float>& key) {
+  // The k best indices first (ties to the lower index); with an observer, k + 1 of them, and
+  // the relative margin between the k-th and the next is folded into `margin`.
+  auto top = [&](std::vector<int>& idx, int k, const std::vector<float>& key, float& margin) {
     std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+    const int sorted = routing_observer_ && k < int(idx.size()) ? k + 1 : k;
+    std::partial_sort(idx.begin(), idx.begin() + sorted, idx.end(), [&](int a, int b) {
       return key[a] > key[b] || (key[a] == key[b] && a < b);
     });
+    if (sorted > k) {
+      const float kept = key[idx[k - 1]], left = key[idx[k]];
+      margin = std::min(margin, (kept - left) / std::fabs(kept));
+    }
   };
   for (int64_t t = 0; t < T; ++t) {
     const float* z = scores.data<float>() + t * E;
+    float margin = INFINITY;
     if (m.scoring == MoeScoring::kSigmoid) {
       for (int e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + std::exp(-z[e]));
     } else {
@@ -663,13 +684,14 @@ void DecoderModel::route(const Layer& L, const Tensor& scores,
           group[g] = a + b;
         }
       }
-      top(groups, m.topk_groups, group);
+      top(groups, m.topk_groups, group, margin);
       std::vector<bool> kept(m.num_groups, false);
       for (int k = 0; k < m.topk_groups; ++k) kept[groups[k]] = true;
       for (int e = 0; e < E; ++e)
         if (!kept[e / per_group]) choice[e] = -INFINITY;
     }
-    top(order, m.top_k, choice);
+    top(order, m.top_k, choice, margin);
+    if (routing_observer_) routing_observer_(layer, t, margin);
     float sum = 0;
     for (int k = 0; k < m.top_k; ++k) sum += p[order[k]];
     const float norm = m.norm_topk_prob ? 1.0f / sum : 1.0f;
@@ -685,7 +707,7 @@ void DecoderModel::route(const Layer& L, const Tensor& scores,
 // gate/up, activation and down as one matmul each, and are added back into their rows with
 // their router weights, experts in ascending order (transformers' order), then the shared
 // experts' output.
-void DecoderModel::moe_block(const Layer& L, Scratch& s) const {
+void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
   const ModelConfig& c = config_;
   const MoeSpec& m = c.moe;
   const int64_t T = s.residual.size(0), H = c.hidden_size, F = m.intermediate_size;
@@ -697,7 +719,7 @@ void DecoderModel::moe_block(const Layer& L, Scratch& s) const {
   L.router(h, scores);
   std::vector<std::vector<int32_t>> rows;
   std::vector<std::vector<float>> weights;
-  route(L, scores, rows, weights);
+  route(layer, L, scores, rows, weights);
   Tensor& out = s.block_out;
   std::fill(out.data<float>(), out.data<float>() + T * H, 0.0f);
   for (int e = 0; e < E; ++e) {

@@ -48,6 +48,12 @@ class DecoderModel {
   Tensor forward(const ForwardBatch& batch, KvCache& cache) const;
   // Decode steps on a GPU replay CUDA graphs unless this is set (vLLM's --enforce-eager).
   void set_enforce_eager(bool eager) { enforce_eager_ = eager; }
+  // Called for every routing choice of a mixture-of-experts layer with its margin: how far the
+  // last expert kept (and, with group-limited routing, the last group kept) scored above the
+  // first one left out, relative to its own score. Tests use it to tell a routing near tie
+  // from a wrong answer.
+  using RoutingObserver = std::function<void(int layer, int64_t row, float margin)>;
+  void set_routing_observer(RoutingObserver observer) { routing_observer_ = std::move(observer); }
   // Logits [tokens.size(), vocab_size] of one fresh sequence at every position (own cache),
   // on the host.
   Tensor score(std::span<const int32_t> tokens) const;
@@ -112,10 +118,11 @@ class DecoderModel {
                            Scratch& s) const;
   void load_mla(Layer& L, const std::string& prefix, const WeightSource& w) const;
   // Each token's experts and their weights, grouped by expert: rows[e], weights[e].
-  void route(const Layer& L, const Tensor& scores, std::vector<std::vector<int32_t>>& rows,
+  void route(int layer, const Layer& L, const Tensor& scores,
+             std::vector<std::vector<int32_t>>& rows,
              std::vector<std::vector<float>>& weights) const;
-  void mlp_block(const Layer& L, Scratch& s) const;
-  void moe_block(const Layer& L, Scratch& s) const;
+  void mlp_block(int layer, const Layer& L, Scratch& s) const;
+  void moe_block(int layer, const Layer& L, Scratch& s) const;
   // residual += post_norm(out) * residual_multiplier, where out = lin(x); scratch `product`.
   void add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,
                         Tensor& product, Tensor& residual) const;
@@ -133,6 +140,7 @@ class DecoderModel {
   Tensor lm_head;       // [vocab, hidden]; the embedding when tied
   std::vector<Layer> layers_;
   bool enforce_eager_ = false;
+  RoutingObserver routing_observer_;
 };
 
 }  // namespace vllm

@@ -101,6 +101,8 @@ void check_rope(const Tensor& x, const Tensor& positions, const RopeParams& para
                  static_cast<int>(params.inv_freq.size()) == params.rotary_dim / 2,
              "rope params for head_dim ", x.size(2));
   VLLM_CHECK(x.stride_bytes(2) == 4, "rope needs packed heads");
+  VLLM_CHECK(params.ext_factor == 0.0f || x.device().kind == DeviceKind::Cpu,
+             "ggml's YaRN rotation (GGUF files) runs on the CPU only so far");
 }
 
 void check_cache_write(const Tensor& k, const Tensor& v, const Tensor& k_cache,

@@ -35,6 +35,12 @@ struct RopeParams {
   float theta_scale = 0.0f;
   float freq_scale = 1.0f;
   std::vector<float> freq_factors;  // empty, or one divisor per pair
+  // ggml's YaRN (GGUF files; the CPU only): pair i turns by theta_i * (1 - r_i) + freq_scale *
+  // theta_i * r_i, where r_i = clamp((i - yarn_low) / max(0.001, yarn_high - yarn_low), 0, 1)
+  // (1 = interpolated) times ext_factor; 0 leaves it off. mscale is then the whole cos/sin
+  // multiplier.
+  float ext_factor = 0.0f;
+  float yarn_low = 0.0f, yarn_high = 0.0f;
 };
 
 // Where each sequence of a batch sits in the flat token dimension and in the paged cache.

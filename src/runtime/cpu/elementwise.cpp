@@ -78,7 +78,14 @@ void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& para
       float theta;
       if (params.ggml_theta) {
         const float ff = params.freq_factors.empty() ? 1.0f : params.freq_factors[i];
-        theta = params.freq_scale * (chain / ff);
+        const float extrap = chain / ff;
+        theta = params.freq_scale * extrap;
+        if (params.ext_factor != 0.0f) {  // ggml's rope_yarn
+          const float y = (float(i) - params.yarn_low) /
+                          std::max(0.001f, params.yarn_high - params.yarn_low);
+          const float mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * params.ext_factor;
+          theta = theta * (1.0f - mix) + extrap * mix;
+        }
         chain *= params.theta_scale;
       } else {
         theta = float(pos[t]) * params.inv_freq[i];
