@@ -86,9 +86,6 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
   const ModelConfig& c = config_;
   VLLM_CHECK(static_cast<int>(c.layers.size()) == c.num_layers, "one layer spec per layer");
   for (const LayerSpec& spec : c.layers) {
-    if (spec.mlp == MlpType::kMoe && device.kind != DeviceKind::Cpu)
-      throw Error(c.architecture + ": mixture-of-experts layers run on the CPU only so far "
-                  "(--device cpu)");
     if (spec.attention == AttentionType::kMla && device.kind != DeviceKind::Cpu)
       throw Error(c.architecture + ": multi-head latent attention runs on the CPU only so far "
                   "(--device cpu)");
@@ -705,8 +702,9 @@ void DecoderModel::route(int layer, const Layer& L, const Tensor& scores,
 
 // The experts run grouped: the tokens routed to an expert are gathered, go through its
 // gate/up, activation and down as one matmul each, and are added back into their rows with
-// their router weights, experts in ascending order (transformers' order), then the shared
-// experts' output.
+// their router weights, experts in ascending order (transformers' order); the shared experts'
+// output is added last. Routing is chosen on the host: on a GPU the router's scores come over (one
+// synchronisation per layer), so these layers run eagerly, outside CUDA graphs.
 void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
   const ModelConfig& c = config_;
   const MoeSpec& m = c.moe;
@@ -719,25 +717,27 @@ void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
   L.router(h, scores);
   std::vector<std::vector<int32_t>> rows;
   std::vector<std::vector<float>> weights;
-  route(layer, L, scores, rows, weights);
+  route(layer, L, device_ == kCpu ? scores : scores.to(kCpu), rows, weights);
   Tensor& out = s.block_out;
-  std::fill(out.data<float>(), out.data<float>() + T * H, 0.0f);
+  fill(out, 0.0f);
   for (int e = 0; e < E; ++e) {
     const int64_t n = static_cast<int64_t>(rows[e].size());
     if (n == 0) continue;
+    Tensor ids = host_i32(rows[e]), w = Tensor::empty({n}, DType::F32);
+    std::copy(weights[e].begin(), weights[e].end(), w.data<float>());
+    if (device_ != kCpu) {
+      ids = ids.to(device_);
+      w = w.to(device_);
+    }
     Tensor x = Tensor::empty({n, H}, DType::F32, device_);
-    embedding(host_i32(rows[e]), h, x);
+    embedding(ids, h, x);
     Tensor gate_up = Tensor::empty({n, 2 * F}, DType::F32, device_);
     Tensor act = Tensor::empty({n, F}, DType::F32, device_);
     Tensor y = Tensor::empty({n, H}, DType::F32, device_);
     L.expert_gate_up[e](x, gate_up);
     silu_and_mul(gate_up, act);
     L.expert_down[e](act, y);
-    for (int64_t j = 0; j < n; ++j) {
-      float* o = reinterpret_cast<float*>(out.row(rows[e][j]));
-      const float* v = reinterpret_cast<const float*>(y.row(j));
-      for (int64_t i = 0; i < H; ++i) o[i] += v[i] * weights[e][j];
-    }
+    index_add_scaled(y, ids, w, out);
   }
   if (m.shared_intermediate_size > 0) {
     const int64_t S = m.shared_intermediate_size;
@@ -746,7 +746,8 @@ void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
     Tensor y = Tensor::empty({T, H}, DType::F32, device_);
     L.shared_gate_up(h, gate_up);
     silu_and_mul(gate_up, act);
-    L.shared_down.accumulate(act, y, out);
+    L.shared_down(act, y);
+    add(out, y, out);
   }
   if (L.ffn_post_norm.defined())
     rms_norm(out, L.ffn_post_norm, static_cast<float>(c.rms_norm_eps), out);

@@ -2,6 +2,7 @@
 // norm -> LM head, over a paged KV cache. Each layer runs as its LayerSpec (model/config.h)
 // says: norm placement, q/k norm, window, RoPE, activation; no family has its own forward.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -128,6 +129,11 @@ class DecoderModel {
                         Tensor& product, Tensor& residual) const;
 
   void make_kv_cache_groups();
+  // Mixture-of-experts layers route on the host, which a captured graph cannot do.
+  bool has_moe() const {
+    return std::any_of(config_.layers.begin(), config_.layers.end(),
+                       [](const LayerSpec& l) { return l.mlp == MlpType::kMoe; });
+  }
 
   ModelConfig config_;
   Device device_;

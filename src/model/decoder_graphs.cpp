@@ -28,7 +28,7 @@ int bucket(int n, int smallest) {
 int64_t DecoderModel::measure_graph_arena(int max_model_len, int block_size,
                                           KvCache& cache) const {
   Backend& be = backend_for(device_);
-  if (enforce_eager_ || !be.supports_graphs()) return graph_arena_bytes_ = 0;
+  if (enforce_eager_ || !be.supports_graphs() || has_moe()) return graph_arena_bytes_ = 0;
   const int width = bucket((max_model_len + block_size - 1) / block_size, 16);
   int64_t most = 0;
   for (int tokens = 1; tokens <= kMaxGraphTokens; tokens *= 2) {
@@ -69,7 +69,8 @@ std::optional<Tensor> DecoderModel::forward_graph(const ForwardBatch& batch,
   Backend& be = backend_for(device_);
   const AttentionMeta& a = batch.attn[0];
   const int T = batch.num_tokens();
-  if (enforce_eager_ || !be.supports_graphs() || T > kMaxGraphTokens || a.num_seqs() != T ||
+  if (enforce_eager_ || !be.supports_graphs() || has_moe() || T > kMaxGraphTokens ||
+      a.num_seqs() != T ||
       static_cast<int>(batch.logits_indices.size()) != T)
     return std::nullopt;
   for (int i = 0; i < T; ++i)

@@ -61,6 +61,9 @@ class Backend {
   virtual void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) = 0;
   virtual void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out) = 0;
   virtual void scale(Tensor& x, float s) = 0;
+  virtual void fill(Tensor& x, float value) = 0;
+  virtual void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
+                                Tensor& out) = 0;
   virtual void softmax(const Tensor& x, Tensor& out) = 0;
   virtual void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,
                                  Tensor& v_cache, const Tensor& slot_mapping) = 0;

@@ -252,6 +252,32 @@ void scale(Tensor& x, float s) {
   backend_for(x.device()).scale(x, s);
 }
 
+void fill(Tensor& x, float value) {
+  expect(x, "x", 2, DType::F32);
+  inner_packed(x, "x");
+  backend_for(x.device()).fill(x, value);
+}
+
+void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights, Tensor& out) {
+  expect(src, "src", 2, DType::F32);
+  expect(rows, "rows", 1, DType::I32);
+  expect(weights, "weights", 1, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(rows.size(0) == src.size(0) && weights.size(0) == src.size(0) &&
+                 out.size(1) == src.size(1),
+             "index_add_scaled: src ", src.shape_str(), ", rows ", rows.shape_str(), ", weights ",
+             weights.shape_str(), ", out ", out.shape_str());
+  inner_packed(src, "src");
+  inner_packed(out, "out");
+  VLLM_CHECK(rows.is_contiguous() && weights.is_contiguous(), "rows and weights must be packed");
+  for (const Tensor* t : {&rows, &weights, static_cast<const Tensor*>(&out)}) same_device(src, *t);
+  if (rows.device().kind == DeviceKind::Cpu)
+    for (int64_t j = 0; j < rows.size(0); ++j)
+      VLLM_CHECK(rows.data<int32_t>()[j] >= 0 && rows.data<int32_t>()[j] < out.size(0), "row ",
+                 rows.data<int32_t>()[j], " outside out of ", out.size(0));
+  backend_for(out.device()).index_add_scaled(src, rows, weights, out);
+}
+
 void softmax(const Tensor& x, Tensor& out) {
   expect(x, "x", 2, DType::F32);
   expect(out, "out", 2, DType::F32);

@@ -123,6 +123,12 @@ void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out);
 void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out);
 // x[R, C] *= s (f32).
 void scale(Tensor& x, float s);
+// x[R, C] = value (f32).
+void fill(Tensor& x, float value);
+// out[rows[j], :] += weights[j] * src[j, :] for j = 0, 1, ... in order: src [n, C] f32, rows
+// [n] i32 (distinct, within out), weights [n] f32, out [R, C] f32. Mixture-of-experts layers
+// add each expert's output back into its tokens' rows with it.
+void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights, Tensor& out);
 // Row-wise softmax over the last dim of x[R, C].
 void softmax(const Tensor& x, Tensor& out);
 // Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] (f32, or f16 / bf16

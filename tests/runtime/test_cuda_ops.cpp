@@ -197,6 +197,20 @@ TEST_F(CudaOps, EmbeddingExact) {
   }
 }
 
+TEST_F(CudaOps, FillAndIndexAddScaledMatchCpu) {
+  Tensor src = randn({6, 72});
+  Tensor rows = Tensor::empty({6}, DType::I32), w = randn({6});
+  const int32_t r[] = {9, 0, 4, 11, 2, 7};
+  std::copy(r, r + 6, rows.data<int32_t>());
+  Tensor ref = Tensor::empty({12, 72}, DType::F32);
+  fill(ref, 0.25f);
+  index_add_scaled(src, rows, w, ref);
+  Tensor out = Tensor::empty({12, 72}, DType::F32, kGpu);
+  fill(out, 0.25f);
+  index_add_scaled(src.to(kGpu), rows.to(kGpu), w.to(kGpu), out);
+  EXPECT_EQ(rel_err(host(out), ref), 0.0);
+}
+
 TEST_F(CudaOps, NormsAddsActivations) {
   const int64_t T = 7, D = 200;
   Tensor x = randn({T, D}), res = randn({T, D}), w = randn({D});

@@ -286,6 +286,27 @@ TEST(Ops, EmbeddingGathersRows) {
   EXPECT_THROW(embedding(ids, q, out), Error);
 }
 
+// A mixture-of-experts layer's scatter: each source row, weighted, added into its own row in
+// order; the other rows keep what fill gave them; a row outside out is refused.
+TEST(Ops, FillAndIndexAddScaled) {
+  Tensor out = Tensor::empty({5, 3}, DType::F32);
+  fill(out, 0.5f);
+  Tensor src = Tensor::empty({2, 3}, DType::F32);
+  const float sv[] = {1, 2, 3, 4, 5, 6};
+  std::copy(sv, sv + 6, src.data<float>());
+  Tensor rows = Tensor::empty({2}, DType::I32), w = Tensor::empty({2}, DType::F32);
+  rows.data<int32_t>()[0] = 3;
+  rows.data<int32_t>()[1] = 1;
+  w.data<float>()[0] = 2.0f;
+  w.data<float>()[1] = -1.0f;
+  index_add_scaled(src, rows, w, out);
+  const float want[] = {0.5f, 0.5f, 0.5f, -3.5f, -4.5f, -5.5f,
+                        0.5f, 0.5f, 0.5f, 2.5f,  4.5f,  6.5f, 0.5f, 0.5f, 0.5f};
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(out.data<float>()[i], want[i]) << i;
+  rows.data<int32_t>()[1] = 5;
+  EXPECT_THROW(index_add_scaled(src, rows, w, out), Error);
+}
+
 TEST(Ops, RopeNeoxAndGptj) {
   const int64_t T = 3, H = 2, D = 12;
   for (bool neox : {true, false}) {

@@ -159,6 +159,24 @@ void CpuBackend::scale(Tensor& x, float s) {
   });
 }
 
+void CpuBackend::fill(Tensor& x, float value) {
+  const int64_t n = x.size(-1);
+  for_rows(x.size(0), [&](int64_t r) { std::fill(frow(x, r), frow(x, r) + n, value); });
+}
+
+// Sequential over j (one row's additions stay in order); the columns of a row in parallel.
+void CpuBackend::index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
+                                  Tensor& out) {
+  const int64_t n = src.size(0), C = src.size(1);
+  const int32_t* r = rows.data<int32_t>();
+  const float* w = weights.data<float>();
+  for (int64_t j = 0; j < n; ++j) {
+    float* o = frow(out, r[j]);
+    const float* v = reinterpret_cast<const float*>(src.row(j));
+    for (int64_t i = 0; i < C; ++i) o[i] += v[i] * w[j];
+  }
+}
+
 void CpuBackend::softmax(const Tensor& x, Tensor& out) {
   const int64_t n = x.size(-1);
   for_rows(x.size(0), [&](int64_t r) {

@@ -46,6 +46,9 @@ class CudaBackend final : public Backend {
   void gelu_tanh_and_mul(const Tensor& gate_up, Tensor& out) override;
   void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out) override;
   void scale(Tensor& x, float s) override;
+  void fill(Tensor& x, float value) override;
+  void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
+                        Tensor& out) override;
   void softmax(const Tensor& x, Tensor& out) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                          const Tensor& slot_mapping) override;

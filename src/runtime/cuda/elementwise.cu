@@ -57,6 +57,24 @@ __global__ void scale_kernel(float* x, int64_t xs, float s, int64_t n) {
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) x[r * xs + i] *= s;
 }
 
+__global__ void fill_kernel(float* x, int64_t xs, float value, int64_t n) {
+  pdl_begin();
+  const int64_t r = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) x[r * xs + i] = value;
+}
+
+// One block per source row; the rows are distinct, so no two blocks touch one output row.
+__global__ void index_add_scaled_kernel(const float* __restrict__ src, int64_t ss,
+                                        const int32_t* __restrict__ rows,
+                                        const float* __restrict__ weights, float* out,
+                                        int64_t os, int64_t n) {
+  pdl_begin();
+  const int64_t j = blockIdx.x;
+  const float w = weights[j];
+  float* o = out + rows[j] * os;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] += src[j * ss + i] * w;
+}
+
 __global__ void add_bias_kernel(float* x, int64_t xs, const float* __restrict__ bias, int64_t n) {
   pdl_begin();
   const int64_t r = blockIdx.x;
@@ -345,6 +363,22 @@ void CudaBackend::scale(Tensor& x, float s) {
   if (rows == 0) return;
   launch(scale_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, x.data<float>(),
       row_stride(x), s, n);
+}
+
+void CudaBackend::fill(Tensor& x, float value) {
+  const int64_t rows = x.size(0), n = x.size(1);
+  if (rows == 0) return;
+  launch(fill_kernel, rows_grid(rows), row_threads(n / 4), 0, stream_, x.data<float>(),
+      row_stride(x), value, n);
+}
+
+void CudaBackend::index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
+                                   Tensor& out) {
+  const int64_t n = src.size(0), cols = src.size(1);
+  if (n == 0) return;
+  launch(index_add_scaled_kernel, rows_grid(n), row_threads(cols / 4), 0, stream_,
+      src.data<float>(), row_stride(src), rows.data<int32_t>(), weights.data<float>(),
+      out.data<float>(), row_stride(out), cols);
 }
 
 void CudaBackend::silu_and_mul(const Tensor& gate_up, Tensor& out) {
