@@ -40,6 +40,17 @@ Tensor to_half(const Tensor& t, DType dt) {
 
 Tensor host(const Tensor& t) { return t.to(kCpu); }
 
+// A host f16/bf16 matrix widened to f32: the reference weights for the GPU's GEMVs, which keep
+// x in f32 (the CPU multiplies f16/bf16 weights by x rounded to their type, as ggml does).
+Tensor widen(const Tensor& t) {
+  if (t.dtype() == DType::F32) return t;
+  Tensor f = Tensor::empty({t.size(0), t.size(1)}, DType::F32);
+  const auto* p = static_cast<const uint16_t*>(t.raw());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    f.data<float>()[i] = t.dtype() == DType::BF16 ? bf16_to_f32(p[i]) : f16_to_f32(p[i]);
+  return f;
+}
+
 // ||a - b|| / ||b|| over all elements (both host, contiguous, f32).
 double rel_err(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.numel(), b.numel());
@@ -64,8 +75,8 @@ class CudaOps : public ::testing::Test {
 
 TEST_F(CudaOps, MatmulMatchesCpu) {
   // f32 weights: a true f32 GEMM; f16/bf16 weights: up to 8 rows take the GEMV (x in f32,
-  // like the CPU), more rows cuBLASLt with x rounded to the weight's type on the GPU, so the
-  // bound is that rounding: ~2^-8 relative for bf16. K = 100 is not a multiple of 8: no GEMV.
+  // against the f32 product of the same weights), more rows cuBLASLt with x rounded to the
+  // weight's type on the GPU, so the bound is that rounding: ~2^-8 relative for bf16. K = 100 is not a multiple of 8: no GEMV.
   // K = 2056, 5000 and 14336 give the GEMV two and four warps per column, the last with two
   // rounds of loads per lane.
   const std::pair<DType, double> cases[] = {
@@ -77,7 +88,7 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
       Tensor w32 = randn({70, k}, 0.1f);
       Tensor w = dt == DType::F32 ? w32 : to_half(w32, dt);
       Tensor ref = Tensor::empty({m, 70}, DType::F32);
-      matmul(x, w, ref);
+      matmul(x, widen(w), ref);
       // Output into a strided slice of a wider buffer, as the fused projections do.
       Tensor wide = Tensor::empty({m, 90}, DType::F32, kGpu);
       Tensor out = wide.slice(1, 10, 70);
@@ -92,8 +103,8 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
 }
 
 TEST_F(CudaOps, FusedMatmulsMatchCpu) {
-  // Up to 8 rows the GPU runs each fusion as one GEMV, x in f32 as on the CPU, which runs the
-  // plain ops: the norm scale is applied after the dot product instead of before, so the bound
+  // Up to 8 rows the GPU runs each fusion as one GEMV, x in f32; the reference is the CPU's
+  // plain ops on the weights widened to f32: the norm scale is applied after the dot product instead of before, so the bound
   // is summation and rescaling order (1e-5); accumulation adds the same product (1e-6). More
   // rows: the GPU's plain ops, or cuBLASLt with beta = 1 for accumulation, x rounded to the
   // weight's type (bounds as in MatmulMatchesCpu). F = 71 leaves the last GEMV block half
@@ -110,19 +121,19 @@ TEST_F(CudaOps, FusedMatmulsMatchCpu) {
         Tensor normed = Tensor::empty({m, k}, DType::F32);
         Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
         Tensor ref = Tensor::empty({m, F}, DType::F32), out = Tensor::empty({m, F}, DType::F32, kGpu);
-        rms_norm_matmul(x, g, 1e-5f, w, normed, ref);
+        rms_norm_matmul(x, g, 1e-5f, widen(w), normed, ref);
         rms_norm_matmul(xg, gg, 1e-5f, wg, normed_g, out);
         EXPECT_LT(rel_err(host(out), ref), gemv ? 1e-5 : tol)
             << "norm " << dtype_name(dt) << " m=" << m << " k=" << k;
         Tensor gu = Tensor::empty({m, 2 * F}, DType::F32);
         Tensor gu_g = Tensor::empty({m, 2 * F}, DType::F32, kGpu);
-        rms_norm_matmul_silu(x, g, 1e-5f, w2, normed, gu, ref);
+        rms_norm_matmul_silu(x, g, 1e-5f, widen(w2), normed, gu, ref);
         rms_norm_matmul_silu(xg, gg, 1e-5f, w2g, normed_g, gu_g, out);
         EXPECT_LT(rel_err(host(out), ref), gemv ? 1e-5 : tol)
             << "norm+silu " << dtype_name(dt) << " m=" << m << " k=" << k;
         Tensor acc_g = res.to(kGpu), product = Tensor::empty({m, F}, DType::F32);
         Tensor product_g = Tensor::empty({m, F}, DType::F32, kGpu);
-        matmul_add(x, w, product, res);
+        matmul_add(x, widen(w), product, res);
         matmul_add(xg, wg, product_g, acc_g);
         EXPECT_LT(rel_err(host(acc_g), res), gemv ? 1e-6 : tol)
             << "accumulate " << dtype_name(dt) << " m=" << m << " k=" << k;
@@ -131,7 +142,8 @@ TEST_F(CudaOps, FusedMatmulsMatchCpu) {
 
 TEST_F(CudaOps, NormedQkvRopeCacheMatchesCpu) {
   // Up to 8 rows with 16-bit weights and caches the GPU projects, rotates and caches in one
-  // GEMV; the CPU runs rms_norm, matmul, rope and reshape_and_cache into f32 caches. Bounds:
+  // GEMV; the CPU runs rms_norm, matmul (weights widened to f32), rope and reshape_and_cache
+  // into f32 caches. Bounds:
   // FusedMatmulsMatchCpu's 1e-5 for the projection (the rotation adds an ulp or two), plus the
   // cache type's rounding for the caches. 12 rows: the GPU's plain ops, x rounded for cuBLASLt.
   const int Hq = 4, Hkv = 2, D = 64;
@@ -156,7 +168,7 @@ TEST_F(CudaOps, NormedQkvRopeCacheMatchesCpu) {
         Tensor normed = Tensor::empty({m, k}, DType::F32), qkv = Tensor::empty({m, width}, DType::F32);
         Tensor kc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
         Tensor vc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
-        rms_norm_matmul_rope_cache(x, g, 1e-5f, w, normed, qkv, Hq, pos, p, kc, vc, slots);
+        rms_norm_matmul_rope_cache(x, g, 1e-5f, widen(w), normed, qkv, Hq, pos, p, kc, vc, slots);
         Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
         Tensor qkv_g = Tensor::empty({m, width}, DType::F32, kGpu);
         Tensor kc_g = Tensor::zeros({blocks, bs, Hkv, D}, dt).to(kGpu);

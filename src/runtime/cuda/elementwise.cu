@@ -63,7 +63,8 @@ __global__ void fill_kernel(float* x, int64_t xs, float value, int64_t n) {
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) x[r * xs + i] = value;
 }
 
-// One block per source row; the rows are distinct, so no two blocks touch one output row.
+// One block per source row; the rows are distinct, so no two blocks touch one output row. The
+// product is rounded before the add (no fused multiply-add), as on the CPU.
 __global__ void index_add_scaled_kernel(const float* __restrict__ src, int64_t ss,
                                         const int32_t* __restrict__ rows,
                                         const float* __restrict__ weights, float* out,
@@ -72,7 +73,8 @@ __global__ void index_add_scaled_kernel(const float* __restrict__ src, int64_t s
   const int64_t j = blockIdx.x;
   const float w = weights[j];
   float* o = out + rows[j] * os;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] += src[j * ss + i] * w;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    o[i] = __fadd_rn(o[i], __fmul_rn(src[j * ss + i], w));
 }
 
 __global__ void add_bias_kernel(float* x, int64_t xs, const float* __restrict__ bias, int64_t n) {
