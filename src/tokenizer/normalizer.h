@@ -1,4 +1,4 @@
-// Normalizers of tokenizer.json (NFC, Replace, Prepend, Strip, Sequence): text -> text, applied to
+// Normalizers of tokenizer.json (NFC, Replace, Prepend, Strip, BertNormalizer, Sequence): text -> text, applied to
 // each stretch of input between added tokens, before pre-tokenization.
 #pragma once
 #include <memory>
