@@ -1,7 +1,7 @@
 // BertModel's forward: embeddings + LayerNorm, post-LayerNorm encoder layers with bidirectional
 // attention per sequence, GELU (erf), then pooling and L2 normalisation. The sequences of a batch
 // are packed without padding ([num_tokens, hidden]), so a token's vector depends on its own
-// sequence only. Matmuls go through runtime ops; the rest is CPU code here.
+// sequence only. Dense layers run through bert_gemm (packed f32 panels); the rest is CPU code.
 #include <cmath>
 #include <cstring>
 
@@ -87,20 +87,16 @@ void BertModel::encoder_layer(const Layer& l, const std::vector<int32_t>& starts
                               Tensor& x) const {
   const int64_t T = x.size(0), H = config_.hidden_size, I = config_.intermediate_size;
   Tensor qkv = Tensor::empty({T, 3 * H}, DType::F32);
-  matmul(x, l.qkv_weight, qkv);
-  add_bias(qkv, l.qkv_bias);
+  bert_gemm::linear(x, l.qkv, qkv);
   Tensor ctx = Tensor::empty({T, H}, DType::F32);
   attention(qkv, starts, config_.num_heads, ctx);
   Tensor proj = Tensor::empty({T, H}, DType::F32);
-  matmul(ctx, l.attn_out_weight, proj);
-  add_bias(proj, l.attn_out_bias);
+  bert_gemm::linear(ctx, l.attn_out, proj);
   add_layer_norm(x, &proj, l.attn_ln_weight, l.attn_ln_bias, config_.layer_norm_eps);
   Tensor up = Tensor::empty({T, I}, DType::F32);
-  matmul(x, l.up_weight, up);
-  add_bias(up, l.up_bias);
+  bert_gemm::linear(x, l.up, up);
   gelu_erf(up);
-  matmul(up, l.down_weight, proj);
-  add_bias(proj, l.down_bias);
+  bert_gemm::linear(up, l.down, proj);
   add_layer_norm(x, &proj, l.out_ln_weight, l.out_ln_bias, config_.layer_norm_eps);
 }
 

@@ -1,18 +1,19 @@
-// Internal to bert*.cpp: the weights of one BERT encoder layer (post-LayerNorm), with q, k and v
-// fused into one matrix so one matmul makes all three.
+// Internal to bert*.cpp: the weights of one BERT encoder layer (post-LayerNorm), packed for
+// bert_gemm, with q, k and v fused into one matrix so one matmul makes all three.
 #pragma once
 #include <vector>
 
 #include "model/bert.h"
+#include "model/bert_gemm.h"
 
 namespace vllm {
 
 struct BertModel::Layer {
-  Tensor qkv_weight, qkv_bias;            // [3H, H], [3H] f32
-  Tensor attn_out_weight, attn_out_bias;  // [H, H], [H] f32
+  bert_gemm::PackedLinear qkv;       // [3H, H]
+  bert_gemm::PackedLinear attn_out;  // [H, H]
   std::vector<float> attn_ln_weight, attn_ln_bias;
-  Tensor up_weight, up_bias;              // [I, H], [I] f32
-  Tensor down_weight, down_bias;          // [H, I], [H] f32
+  bert_gemm::PackedLinear up;        // [I, H]
+  bert_gemm::PackedLinear down;      // [H, I]
   std::vector<float> out_ln_weight, out_ln_bias;
 };
 

@@ -142,33 +142,27 @@ class Weights {
   std::string prefix_;
 };
 
-Tensor f32_tensor(const std::vector<float>& v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::F32);
-  std::memcpy(t.raw(), v.data(), v.size() * sizeof(float));
-  return t;
-}
-
 BertModel::Layer load_layer(const Weights& w, const BertConfig& c, int i) {
   const std::string p = "encoder.layer." + std::to_string(i) + ".";
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   BertModel::Layer l;
-  l.qkv_weight = w.concat_rows({w.get(p + "attention.self.query.weight", {H, H}),
-                                w.get(p + "attention.self.key.weight", {H, H}),
-                                w.get(p + "attention.self.value.weight", {H, H})});
+  const Tensor qkv = w.concat_rows({w.get(p + "attention.self.query.weight", {H, H}),
+                                    w.get(p + "attention.self.key.weight", {H, H}),
+                                    w.get(p + "attention.self.value.weight", {H, H})});
   std::vector<float> bias = w.floats(p + "attention.self.query.bias", {H});
   for (const char* name : {"attention.self.key.bias", "attention.self.value.bias"}) {
     const std::vector<float> b = w.floats(p + name, {H});
     bias.insert(bias.end(), b.begin(), b.end());
   }
-  l.qkv_bias = f32_tensor(bias);
-  l.attn_out_weight = w.get(p + "attention.output.dense.weight", {H, H});
-  l.attn_out_bias = f32_tensor(w.floats(p + "attention.output.dense.bias", {H}));
+  l.qkv = bert_gemm::pack(qkv, bias);
+  l.attn_out = bert_gemm::pack(w.get(p + "attention.output.dense.weight", {H, H}),
+                               w.floats(p + "attention.output.dense.bias", {H}));
   l.attn_ln_weight = w.floats(p + "attention.output.LayerNorm.weight", {H});
   l.attn_ln_bias = w.floats(p + "attention.output.LayerNorm.bias", {H});
-  l.up_weight = w.get(p + "intermediate.dense.weight", {I, H});
-  l.up_bias = f32_tensor(w.floats(p + "intermediate.dense.bias", {I}));
-  l.down_weight = w.get(p + "output.dense.weight", {H, I});
-  l.down_bias = f32_tensor(w.floats(p + "output.dense.bias", {H}));
+  l.up = bert_gemm::pack(w.get(p + "intermediate.dense.weight", {I, H}),
+                         w.floats(p + "intermediate.dense.bias", {I}));
+  l.down = bert_gemm::pack(w.get(p + "output.dense.weight", {H, I}),
+                           w.floats(p + "output.dense.bias", {H}));
   l.out_ln_weight = w.floats(p + "output.LayerNorm.weight", {H});
   l.out_ln_bias = w.floats(p + "output.LayerNorm.bias", {H});
   return l;
