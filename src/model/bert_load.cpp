@@ -47,7 +47,8 @@ BertConfig parse_config(const json& cfg, const std::string& file) {
     throw Error(file + ": hidden_size is not a multiple of num_attention_heads");
   const std::string act = cfg.value("hidden_act", std::string("gelu"));
   if (act != "gelu")
-    throw Error(file + ": hidden_act '" + act + "' is not supported (only gelu, the exact erf form)");
+    throw Error(file + ": hidden_act '" + act +
+                "' is not supported (only gelu, the exact erf form)");
   const std::string pos = cfg.value("position_embedding_type", std::string("absolute"));
   if (pos != "absolute")
     throw Error(file + ": position_embedding_type '" + pos + "' is not supported (only absolute)");
@@ -129,7 +130,8 @@ class Weights {
     Tensor out = Tensor::empty({rows, parts[0].size(1)}, parts[0].dtype());
     char* dst = static_cast<char*>(out.raw());
     for (const Tensor& p : parts) {
-      if (p.dtype() != parts[0].dtype()) throw Error("BERT checkpoint: q/k/v weights differ in type");
+      if (p.dtype() != parts[0].dtype())
+        throw Error("BERT checkpoint: q/k/v weights differ in type");
       std::memcpy(dst, p.raw(), static_cast<size_t>(p.nbytes()));
       dst += p.nbytes();
     }

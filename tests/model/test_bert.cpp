@@ -110,7 +110,8 @@ TEST_F(MiniLm, MatchesSentenceTransformers) {
 TEST_F(MiniLm, VectorDoesNotDependOnBatch) {
   const auto cases = fixture("minilm.json").at("cases");
   std::vector<std::vector<int32_t>> seqs;
-  for (size_t i = 0; i < 12; ++i) seqs.push_back(cases[i].at("fed_ids").get<std::vector<int32_t>>());
+  for (size_t i = 0; i < 12; ++i)
+    seqs.push_back(cases[i].at("fed_ids").get<std::vector<int32_t>>());
   const std::vector<float> batched = model_->embed(seqs);
   const int64_t h = model_->hidden_size();
   for (size_t i = 0; i < seqs.size(); ++i) {

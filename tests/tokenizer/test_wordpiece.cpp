@@ -70,7 +70,8 @@ TEST(WordPiece, GreedyLongestMatchFirst) {
 
 TEST(BertNormalizer, StepsInTokenizersOrder) {
   const auto n = tok::make_bert_normalizer({});
-  std::string s = "H\xC3\xA9llo\tW\xC3\x96RLD\x07 \xE4\xB8\xAD\xE6\x96\x87";  // "Héllo\tWÖRLD\a 中文"
+  // "Héllo\tWÖRLD\a 中文"
+  std::string s = "H\xC3\xA9llo\tW\xC3\x96RLD\x07 \xE4\xB8\xAD\xE6\x96\x87";
   n->normalize(s);
   EXPECT_EQ(s, "hello world  \xE4\xB8\xAD  \xE6\x96\x87 ");
   tok::BertNormalizerOptions keep_accents;
