@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Embedding throughput: sentences/s for one batch of short sentences, vllm-cpp `serve`'s
 POST /v1/embeddings (HTTP and JSON included) against sentence-transformers' encode() in the
-same run on the same machine, one after the other (never at once). Each side: warm-up, then
-the median of --repeats timed batches; the two vector sets are compared as a sanity check.
+same run on the same machine, alternating in --rounds (never at once). Each round and side:
+warm-up, then the median of --repeats timed batches; the figure is the median over rounds. The
+two vector sets are compared as a sanity check.
 
 Needs sentence-transformers (torch), so run it from the same separate environment as
 tools/make_embedding_fixtures.py:
@@ -63,35 +64,31 @@ def timed(fn, repeats):
     return statistics.median(times), out
 
 
-def bench_ours(binary, model, texts, repeats, threads):
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "serve", model, "--port", str(port), "--threads", str(threads)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
+class Ours:
+    """`vllm-cpp serve MODEL` on a free port, for the life of the benchmark."""
+
+    def __init__(self, binary, model, threads):
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [binary, "serve", model, "--port", str(port), "--threads", str(threads)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(600):
             try:
-                urllib.request.urlopen(url + "/health", timeout=1)
-                break
+                urllib.request.urlopen(self.url + "/health", timeout=1)
+                return
             except OSError:
                 time.sleep(0.05)
-        body = {"input": texts, "encoding_format": "base64"}
-        t, out = timed(lambda: post(url + "/v1/embeddings", body), repeats)
-        vecs = np.stack([np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4")
+        raise SystemExit("vllm-cpp serve did not start")
+
+    def embed(self, texts):
+        out = post(self.url + "/v1/embeddings", {"input": texts, "encoding_format": "base64"})
+        return np.stack([np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4")
                          for d in out["data"]])
-        return t, vecs
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
-
-def bench_st(model, texts, repeats, threads):
-    torch.set_num_threads(threads)
-    st = SentenceTransformer(model, device="cpu")
-    with torch.inference_mode():
-        return timed(lambda: st.encode(texts, batch_size=len(texts), convert_to_numpy=True),
-                     repeats)
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(30)
 
 
 def main():
@@ -99,18 +96,32 @@ def main():
     ap.add_argument("--bin", default="build/vllm-cpp")
     ap.add_argument("--model", default="models/all-MiniLM-L6-v2")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=10, help="timed batches per round")
+    ap.add_argument("--rounds", type=int, default=3, help="alternations of the two sides")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     args = ap.parse_args()
     texts = sentences(args.batch)
-    t_ours, v_ours = bench_ours(args.bin, args.model, texts, args.repeats, args.threads)
-    t_st, v_st = bench_st(args.model, texts, args.repeats, args.threads)
+    torch.set_num_threads(args.threads)
+    st = SentenceTransformer(args.model, device="cpu")
+    ours = Ours(args.bin, args.model, args.threads)
+    t_ours, t_st = [], []
+    try:
+        with torch.inference_mode():
+            for _ in range(args.rounds):  # alternate, so both sides see the same machine
+                t, v_ours = timed(lambda: ours.embed(texts), args.repeats)
+                t_ours.append(t)
+                t, v_st = timed(lambda: st.encode(texts, batch_size=len(texts),
+                                                  convert_to_numpy=True), args.repeats)
+                t_st.append(t)
+    finally:
+        ours.close()
+    t_ours, t_st = statistics.median(t_ours), statistics.median(t_st)
     cos = float(np.min(np.sum(v_ours * v_st, axis=1) /
                        (np.linalg.norm(v_ours, axis=1) * np.linalg.norm(v_st, axis=1))))
     print(json.dumps({
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": platform.processor() or platform.machine(), "threads": args.threads,
-        "batch": args.batch, "repeats": args.repeats,
+        "batch": args.batch, "repeats": args.repeats, "rounds": args.rounds,
         "vllm_cpp_sentences_per_s": round(args.batch / t_ours, 1),
         "sentence_transformers_sentences_per_s": round(args.batch / t_st, 1),
         "ratio": round(t_st / t_ours, 2), "min_cosine": round(cos, 7),
