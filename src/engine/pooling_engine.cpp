@@ -40,7 +40,7 @@ std::optional<std::future<PoolingEngine::Vectors>> PoolingEngine::submit(
   return result;
 }
 
-size_t PoolingEngine::num_waiting() const {
+size_t PoolingEngine::num_unfinished() const {
   std::lock_guard lock(mutex_);
   return queue_.size();
 }

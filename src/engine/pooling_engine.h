@@ -38,7 +38,7 @@ class PoolingEngine {
                                              bool normalize);
 
   const BertModel& model() const { return model_; }
-  size_t num_waiting() const;  // requests queued or running
+  size_t num_unfinished() const;  // requests queued or running
 
  private:
   struct Job {

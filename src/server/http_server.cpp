@@ -509,7 +509,14 @@ int run_server(ServerConfig config) {
   const ServerConfig& cfg = ctx.config;
   log_info(std::string("vllm-cpp ") + VLLM_VERSION + " serving " + cfg.model_path + " as '" +
            ctx.default_model() + "'");
-  if (is_bert_model(cfg.model_path)) {  // an embedding model: no generation engine
+  const bool pooling_model = is_bert_model(cfg.model_path);
+  if (cfg.runner == "generate" && pooling_model)
+    throw Error(cfg.model_path + " is an embedding model (BertModel): it has no generate runner "
+                "(use --runner pooling or auto)");
+  if (cfg.runner == "pooling" && !pooling_model)
+    throw Error("--runner pooling: only BertModel checkpoints can be pooled for now (last-token "
+                "pooling of decoder models is not supported yet)");
+  if (pooling_model) {  // an embedding model: no generation engine
     const PoolingRuntime pooling = start_pooling(ctx);
     return serve(ctx, signals);
   }

@@ -141,7 +141,8 @@ void handle_detokenize(ServingContext& ctx, const httplib::Request& req, httplib
 
 void handle_metrics(ServingContext& ctx, const httplib::Request&, httplib::Response& res) {
   res.status = 200;
-  const core::SchedulerStats stats = ctx.engine ? ctx.engine->stats() : core::SchedulerStats{};
+  core::SchedulerStats stats = ctx.engine ? ctx.engine->stats() : core::SchedulerStats{};
+  if (ctx.pooling) stats.num_running = static_cast<int>(ctx.pooling->num_unfinished());
   res.set_content(ctx.metrics.render(ctx.default_model(), stats),
                   "text/plain; version=0.0.4; charset=utf-8");
 }

@@ -22,6 +22,7 @@ inline constexpr int kEngineMaxLogprobs = 20;
 
 struct ServerConfig {
   std::string model_path;                      // as given (a .gguf file or a HF directory)
+  std::string runner = "auto";                 // vLLM's --runner: auto, generate or pooling
   Device device;                               // where the weights, KV cache and kernels live
   bool enforce_eager = false;                  // no CUDA graphs
   std::vector<std::string> served_model_names;  // the first one is the default

@@ -213,6 +213,8 @@ def test_generation_apis_refused_models_listed(server, client):
     assert [m.id for m in models] == [NAME]
     assert requests.get(server.url + "/v1/models", timeout=10).json()["data"][0][
         "max_model_len"] == 256
+    metrics = requests.get(server.url + "/metrics", timeout=10)
+    assert metrics.status_code == 200 and "vllm:num_requests_running" in metrics.text
     from tokenizers import Tokenizer
     hf = Tokenizer.from_file(str(MINILM / "tokenizer.json"))
     hf.no_truncation()
@@ -225,7 +227,7 @@ def test_max_model_len_512(binary):
     if not (MINILM / "model.safetensors").exists():
         pytest.skip(f"{MINILM} absent")
     case = long_cases(512)[0]
-    srv = EmbeddingServer(binary, "--max-model-len", "512").wait_ready()
+    srv = EmbeddingServer(binary, "--max-model-len", "512", "--runner", "pooling").wait_ready()
     try:
         r = requests.post(srv.url + "/v1/embeddings", timeout=60, json={
             "model": NAME, "input": case["text"], "truncate_prompt_tokens": 512,
@@ -238,6 +240,16 @@ def test_max_model_len_512(binary):
     bad = subprocess.run([binary, "serve", str(MINILM), "--max-model-len", "513",
                           "--port", str(free_port())], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "max_position_embeddings" in bad.stderr + bad.stdout
+
+
+def test_runner_flag_must_fit_the_model(binary, model):
+    if not (MINILM / "model.safetensors").exists():
+        pytest.skip(f"{MINILM} absent")
+    for path, runner, needle in ((str(MINILM), "generate", "no generate runner"),
+                                 (model, "pooling", "only BertModel checkpoints")):
+        r = subprocess.run([binary, "serve", path, "--runner", runner, "--port",
+                            str(free_port())], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and needle in r.stderr + r.stdout, r.stderr
 
 
 def test_generative_model_refuses_embeddings(binary, model):
