@@ -143,9 +143,11 @@ def main():
     _, cases = embedding_cases(args.model, corpus)
     os.makedirs(args.out, exist_ok=True)
     data_path = os.path.join(args.out, "minilm.json")
-    with open(data_path, "w", encoding="utf-8", newline="\n") as f:
-        json.dump({"cases": cases}, f, ensure_ascii=False, indent=0)
-        f.write("\n")
+    with open(data_path, "w", encoding="utf-8", newline="\n") as f:  # one case per line
+        f.write('{"cases": [\n')
+        f.write(",\n".join(json.dumps(c, ensure_ascii=False, separators=(",", ":"))
+                            for c in cases))
+        f.write("\n]}\n")
     tokenizer_corpus_fixture(args.model, corpus, args.tokenizer_out)
     manifest = {
         "generator": "tools/make_embedding_fixtures.py",
