@@ -11,6 +11,7 @@ tools/make_embedding_fixtures.py:
 """
 import argparse
 import base64
+import concurrent.futures
 import datetime
 import json
 import os
@@ -81,10 +82,17 @@ class Ours:
                 time.sleep(0.05)
         raise SystemExit("vllm-cpp serve did not start")
 
-    def embed(self, texts):
-        out = post(self.url + "/v1/embeddings", {"input": texts, "encoding_format": "base64"})
-        return np.stack([np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4")
-                         for d in out["data"]])
+    def embed(self, texts, split=1, sequential=False):
+        """The texts as `split` requests, sent at once (the server batches them together) or
+        one after the other."""
+        def one(part):
+            out = post(self.url + "/v1/embeddings", {"input": part, "encoding_format": "base64"})
+            return [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4")
+                    for d in out["data"]]
+        step = (len(texts) + split - 1) // split
+        parts = [texts[i:i + step] for i in range(0, len(texts), step)]
+        with concurrent.futures.ThreadPoolExecutor(1 if sequential else len(parts)) as pool:
+            return np.stack([v for vs in pool.map(one, parts) for v in vs])
 
     def close(self):
         self.proc.terminate()
@@ -99,6 +107,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=10, help="timed batches per round")
     ap.add_argument("--rounds", type=int, default=3, help="alternations of the two sides")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--split", type=int, default=1,
+                    help="send the batch to vllm-cpp as this many concurrent requests")
+    ap.add_argument("--sequential", action="store_true",
+                    help="with --split: one request after the other instead")
     args = ap.parse_args()
     texts = sentences(args.batch)
     torch.set_num_threads(args.threads)
@@ -108,7 +120,8 @@ def main():
     try:
         with torch.inference_mode():
             for _ in range(args.rounds):  # alternate, so both sides see the same machine
-                t, v_ours = timed(lambda: ours.embed(texts), args.repeats)
+                t, v_ours = timed(lambda: ours.embed(texts, args.split, args.sequential),
+                                  args.repeats)
                 t_ours.append(t)
                 t, v_st = timed(lambda: st.encode(texts, batch_size=len(texts),
                                                   convert_to_numpy=True), args.repeats)
@@ -121,7 +134,7 @@ def main():
     print(json.dumps({
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": platform.processor() or platform.machine(), "threads": args.threads,
-        "batch": args.batch, "repeats": args.repeats, "rounds": args.rounds,
+        "batch": args.batch, "split": args.split, "sequential": args.sequential, "repeats": args.repeats, "rounds": args.rounds,
         "vllm_cpp_sentences_per_s": round(args.batch / t_ours, 1),
         "sentence_transformers_sentences_per_s": round(args.batch / t_st, 1),
         "ratio": round(t_st / t_ours, 2), "min_cosine": round(cos, 7),
