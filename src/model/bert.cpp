@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "model/bert.h"
+#include "model/bert_attention.h"
 #include "model/bert_layer.h"
-#include "runtime/cpu/isa.h"
 #include "runtime/ops.h"
 #include "runtime/thread_pool.h"
 #include "util/check.h"
@@ -48,37 +48,6 @@ void gelu_erf(Tensor& x) {
   });
 }
 
-// Bidirectional attention: every token of a sequence attends to all tokens of that sequence.
-// qkv [T, 3H] (q | k | v, heads contiguous inside each); out [T, H]. starts: [num_seqs + 1].
-void attention(const Tensor& qkv, const std::vector<int32_t>& starts, int num_heads, Tensor& out) {
-  const int64_t H = out.size(1), d = H / num_heads;
-  const int64_t num_seqs = static_cast<int64_t>(starts.size()) - 1;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  cpu_pool().parallel_for(num_seqs * num_heads, [&](int64_t u0, int64_t u1) {
-    std::vector<float> p;
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t s = u / num_heads, head = u % num_heads;
-      const int64_t begin = starts[s], len = starts[s + 1] - begin;
-      p.resize(static_cast<size_t>(len));
-      auto col = [&](int64_t token, int64_t part) {
-        return reinterpret_cast<const float*>(qkv.row(begin + token)) + part * H + head * d;
-      };
-      for (int64_t i = 0; i < len; ++i) {
-        float max = -INFINITY;
-        for (int64_t j = 0; j < len; ++j) {
-          p[j] = cpu::dot_f32(col(i, 0), col(j, 1), d) * scale;
-          max = std::max(max, p[j]);
-        }
-        float sum = 0;
-        for (int64_t j = 0; j < len; ++j) sum += (p[j] = std::exp(p[j] - max));
-        float* o = reinterpret_cast<float*>(out.row(begin + i)) + head * d;
-        std::memset(o, 0, static_cast<size_t>(d) * sizeof(float));
-        for (int64_t j = 0; j < len; ++j) cpu::axpy_f32(p[j] / sum, col(j, 2), o, d);
-      }
-    }
-  });
-}
-
 }  // namespace
 
 BertModel::~BertModel() = default;
@@ -89,7 +58,7 @@ void BertModel::encoder_layer(const Layer& l, const std::vector<int32_t>& starts
   Tensor qkv = Tensor::empty({T, 3 * H}, DType::F32);
   bert_gemm::linear(x, l.qkv, qkv);
   Tensor ctx = Tensor::empty({T, H}, DType::F32);
-  attention(qkv, starts, config_.num_heads, ctx);
+  bert_attention::attention(qkv, starts, config_.num_heads, ctx);
   Tensor proj = Tensor::empty({T, H}, DType::F32);
   bert_gemm::linear(ctx, l.attn_out, proj);
   add_layer_norm(x, &proj, l.attn_ln_weight, l.attn_ln_bias, config_.layer_norm_eps);

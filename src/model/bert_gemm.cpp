@@ -2,6 +2,8 @@
 // tasks with the kernel of the CPU's ISA.
 #include "model/bert_gemm.h"
 
+#include <cstring>
+
 #include "runtime/cpu/isa.h"
 #include "runtime/thread_pool.h"
 #include "util/check.h"
