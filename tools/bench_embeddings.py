@@ -35,10 +35,16 @@ OBJECTS = ["the river at dawn.", "every broken clock.", "a list of old songs.",
            "a map of the city.", "the last train home."]
 
 
-def sentences(n):
+def sentences(n, words=8):
+    """n distinct sentences of about `words` words (clauses of 8 words joined)."""
     out = []
     for i in range(n):
-        out.append(f"{SUBJECTS[i % 8]} {VERBS[(i // 8) % 8]} {OBJECTS[(i * 3 + i // 8) % 8]}")
+        clauses = []
+        for c in range(max(1, words // 8)):
+            k = i + 7 * c
+            clauses.append(f"{SUBJECTS[k % 8]} {VERBS[(k // 8) % 8]} "
+                           f"{OBJECTS[(k * 3 + k // 8) % 8]}")
+        out.append(" ".join(clauses))
     return out
 
 
@@ -104,6 +110,7 @@ def main():
     ap.add_argument("--bin", default="build/vllm-cpp")
     ap.add_argument("--model", default="models/all-MiniLM-L6-v2")
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--words", type=int, default=8, help="words per sentence (multiple of 8)")
     ap.add_argument("--repeats", type=int, default=10, help="timed batches per round")
     ap.add_argument("--rounds", type=int, default=3, help="alternations of the two sides")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -112,7 +119,7 @@ def main():
     ap.add_argument("--sequential", action="store_true",
                     help="with --split: one request after the other instead")
     args = ap.parse_args()
-    texts = sentences(args.batch)
+    texts = sentences(args.batch, args.words)
     torch.set_num_threads(args.threads)
     st = SentenceTransformer(args.model, device="cpu")
     ours = Ours(args.bin, args.model, args.threads)
@@ -134,7 +141,7 @@ def main():
     print(json.dumps({
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": platform.processor() or platform.machine(), "threads": args.threads,
-        "batch": args.batch, "split": args.split, "sequential": args.sequential, "repeats": args.repeats, "rounds": args.rounds,
+        "batch": args.batch, "words": args.words, "split": args.split, "sequential": args.sequential, "repeats": args.repeats, "rounds": args.rounds,
         "vllm_cpp_sentences_per_s": round(args.batch / t_ours, 1),
         "sentence_transformers_sentences_per_s": round(args.batch / t_st, 1),
         "ratio": round(t_st / t_ours, 2), "min_cosine": round(cos, 7),
