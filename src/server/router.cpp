@@ -15,14 +15,19 @@ namespace vllm::server {
 namespace {
 
 bool tokenizer_info_on(const ServerConfig& c) { return c.enable_tokenizer_info_endpoint; }
+constexpr Route::Needs kGen = Route::Needs::kGeneration;
 
 const std::vector<Route>& route_table() {
   static const std::vector<Route> table = {
-      {"POST", "/v1/completions", handle_completions, "Create a completion", true, true},
+      {"POST", "/v1/completions", handle_completions, "Create a completion", true, true,
+       nullptr, kGen, "Completions"},
       {"POST", "/v1/chat/completions", handle_chat_completions, "Create a chat completion",
-       true, true},
+       true, true, nullptr, kGen, "Chat Completions"},
       {"POST", "/v1/chat/completions/batch", handle_chat_completions_batch,
-       "Chat completions for a list of conversations, one choice each", true, true},
+       "Chat completions for a list of conversations, one choice each", true, true, nullptr,
+       kGen, "Chat Completions"},
+      {"POST", "/v1/embeddings", handle_embeddings, "Create embeddings (embedding models)", true,
+       true, nullptr, Route::Needs::kPooling, "Embeddings"},
       {"GET", "/v1/models", handle_models, "List the served models"},
       {"GET", "/v1/models/{model}", handle_model, "The card of one served model"},
       {"POST", "/tokenize", handle_tokenize, "Tokenize a prompt or chat messages", true, true},
@@ -95,6 +100,9 @@ httplib::Server::Handler wrap(ServingContext& ctx, const Route& route) {
       if (route.json_body) require_json_content_type(req);
       if (route.refuse_while_draining && ctx.draining)
         throw ApiError(503, "The server is shutting down.");
+      if (route.needs != Route::Needs::kAny &&
+          (route.needs == Route::Needs::kPooling) != (ctx.pooling != nullptr))
+        throw bad_request(std::string("The model does not support ") + route.api + " API");
       route.handler(ctx, req, res);
     } catch (const ApiError& e) {
       set_json(res, error_json(e.status(), e.what(), e.param()), e.status());

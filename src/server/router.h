@@ -27,6 +27,10 @@ struct Route {
   bool json_body = false;              // a JSON body: other Content-Types get 400, as vLLM
   bool refuse_while_draining = false;  // new work gets 503 during shutdown
   bool (*enabled)(const ServerConfig&) = nullptr;  // null: always served
+  // Which models answer it; others get vLLM's 400 "The model does not support <api> API".
+  enum class Needs { kAny, kGeneration, kPooling };
+  Needs needs = Needs::kAny;
+  const char* api = nullptr;
 };
 
 // The routes this configuration serves (disabled ones are absent: 404).

@@ -40,6 +40,8 @@ void handle_tokenizer_info(ServingContext& ctx, const httplib::Request& req,
 // POST /invocations: a body with "messages" goes to chat, one with "prompt" to completions.
 void handle_invocations(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_openapi(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// POST /v1/embeddings (an embedding model only): vLLM's embedding request (server/embeddings.h).
+void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // Queues every prompt (with its resolved max_tokens) as one Generation; engine rejections
 // become ApiError 400.

@@ -141,7 +141,9 @@ void handle_detokenize(ServingContext& ctx, const httplib::Request& req, httplib
 
 void handle_metrics(ServingContext& ctx, const httplib::Request&, httplib::Response& res) {
   res.status = 200;
-  res.set_content(ctx.metrics.render(ctx.default_model(), ctx.engine->stats()),
+  core::SchedulerStats stats = ctx.engine ? ctx.engine->stats() : core::SchedulerStats{};
+  if (ctx.pooling) stats.num_running = static_cast<int>(ctx.pooling->num_unfinished());
+  res.set_content(ctx.metrics.render(ctx.default_model(), stats),
                   "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -182,9 +184,15 @@ void handle_tokenizer_info(ServingContext& ctx, const httplib::Request&, httplib
                  {"chat_template", source.empty() ? ojson(nullptr) : ojson(source)}});
 }
 
-// vLLM's SageMaker entry point: the first request type the body fits, chat before completions.
+// vLLM's SageMaker entry point: the first request type the body fits, chat before completions;
+// an embedding model takes embedding requests.
 void handle_invocations(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const ojson body = parse_body(req.body);
+  if (ctx.pooling != nullptr) {
+    if (body.is_object() && body.contains("input")) return handle_embeddings(ctx, req, res);
+    throw bad_request("Cannot find suitable handler for request. Expected one of: "
+                      "['EmbeddingCompletionRequest']");
+  }
   if (body.is_object() && body.contains("messages")) return handle_chat_completions(ctx, req, res);
   if (body.is_object() && body.contains("prompt")) return handle_completions(ctx, req, res);
   throw bad_request("Cannot find suitable handler for request. Expected one of: "

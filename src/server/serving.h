@@ -1,5 +1,6 @@
-// What every route handler shares: the server's configuration, the engine, the tokenizer and
-// chat template, metrics, and the drain state. Created once by run_server().
+// What every route handler shares: the server's configuration, the engine (generative or
+// pooling: exactly one is set), the tokenizer and chat template, metrics, and the drain state.
+// Created once by run_server().
 #pragma once
 #include <atomic>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "engine/async_engine.h"
+#include "engine/pooling_engine.h"
 #include "server/metrics.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -20,6 +22,7 @@ inline constexpr int kEngineMaxLogprobs = 20;
 
 struct ServerConfig {
   std::string model_path;                      // as given (a .gguf file or a HF directory)
+  std::string runner = "auto";                 // vLLM's --runner: auto, generate or pooling
   Device device;                               // where the weights, KV cache and kernels live
   bool enforce_eager = false;                  // no CUDA graphs
   std::vector<std::string> served_model_names;  // the first one is the default
@@ -48,7 +51,8 @@ struct ServerConfig {
 
 struct ServingContext {
   ServerConfig config;
-  AsyncEngine* engine = nullptr;
+  AsyncEngine* engine = nullptr;     // a generative model (else null)
+  PoolingEngine* pooling = nullptr;  // an embedding model (else null)
   const Tokenizer* tokenizer = nullptr;
   std::optional<ChatTemplate> chat_template;
   int max_model_len = 0;

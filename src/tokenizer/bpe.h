@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/token_model.h"
+
 namespace vllm::tok {
 
 struct StringHash {
@@ -28,18 +30,18 @@ struct BpeOptions {
   std::string end_of_word_suffix;
 };
 
-class BpeModel {
+class BpeModel final : public TokenModel {
  public:
   // vocab: (token, id) pairs; a later duplicate token wins. merges: ranked pairs, rank = index.
   BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
            const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
 
   // Appends the ids of one pre-tokenized word.
-  void tokenize(std::string_view word, std::vector<int32_t>& out) const;
+  void tokenize(std::string_view word, std::vector<int32_t>& out) const override;
 
-  std::optional<int32_t> token_to_id(std::string_view token) const;
-  const std::string* id_to_token(int32_t id) const;  // nullptr when the id is not in the vocab
-  int32_t id_limit() const { return static_cast<int32_t>(id_to_token_.size()); }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  const std::string* id_to_token(int32_t id) const override;  // nullptr: not in the vocab
+  int32_t id_limit() const override { return static_cast<int32_t>(id_to_token_.size()); }
 
  private:
   struct Merge {

@@ -7,6 +7,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/wordpiece.h"
 #include "util/check.h"
 
 namespace vllm::tok {
@@ -181,6 +182,9 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j) {
   if (type == "ByteLevel") return make_byte_level_decoder();
   if (type == "ByteFallback") return make_byte_fallback_decoder();
   if (type == "Fuse") return make_fuse_decoder();
+  if (type == "WordPiece")
+    return make_wordpiece_decoder(j.value("prefix", std::string("##")),
+                                  j.value("cleanup", true));
   if (type == "Strip")
     return make_strip_decoder(j.at("content").get<std::string>(), j.value("start", size_t{0}),
                               j.value("stop", size_t{0}));

@@ -1,5 +1,5 @@
-// Decoders of tokenizer.json (ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence):
-// a chain over the list of token strings, whose results are concatenated.
+// Decoders of tokenizer.json (ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, WordPiece,
+// Sequence): a chain over the list of token strings, whose results are concatenated.
 #pragma once
 #include <memory>
 #include <nlohmann/json_fwd.hpp>

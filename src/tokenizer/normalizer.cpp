@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/bert_text.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
 #include "util/check.h"
@@ -134,6 +135,15 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j) {
       return std::make_unique<ReplaceNormalizer>(
           "", std::make_unique<Regex>(pat["Regex"].get<std::string>()), std::move(content));
     return make_replace_normalizer(pat.at("String").get<std::string>(), std::move(content));
+  }
+  if (type == "BertNormalizer") {
+    BertNormalizerOptions o;
+    o.clean_text = j.value("clean_text", true);
+    o.handle_chinese_chars = j.value("handle_chinese_chars", true);
+    if (j.contains("strip_accents") && !j["strip_accents"].is_null())
+      o.strip_accents = j["strip_accents"].get<bool>();
+    o.lowercase = j.value("lowercase", true);
+    return make_bert_normalizer(o);
   }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> parts;

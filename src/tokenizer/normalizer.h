@@ -1,5 +1,5 @@
-// Normalizers of tokenizer.json (NFC, Replace, Prepend, Strip, Sequence): text -> text, applied to
-// each stretch of input between added tokens, before pre-tokenization.
+// Normalizers of tokenizer.json (NFC, Replace, Prepend, Strip, BertNormalizer, Sequence): text ->
+// text, applied to each stretch of input between added tokens, before pre-tokenization.
 #pragma once
 #include <memory>
 #include <nlohmann/json_fwd.hpp>

@@ -1,5 +1,6 @@
-// Internal: the assembled tokenizer (normalizer -> added tokens -> pre-tokenizer -> BPE ->
-// post-processor; decoder for the way back) shared by the loaders, Tokenizer and the detokenizer.
+// Internal: the assembled tokenizer (normalizer -> added tokens -> pre-tokenizer -> BPE or
+// WordPiece -> post-processor; decoder for the way back) shared by the loaders, Tokenizer and the
+// detokenizer.
 #pragma once
 #include <memory>
 #include <optional>
@@ -12,13 +13,14 @@
 #include "tokenizer/decoder.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/token_model.h"
 
 namespace vllm::tok {
 
 struct Pipeline {
   std::unique_ptr<Normalizer> normalizer;
   std::unique_ptr<PreTokenizer> pre_tokenizer;
-  std::unique_ptr<BpeModel> model;
+  std::unique_ptr<TokenModel> model;
   AddedVocab added;
   // add_special_tokens: ids placed around the sequence (TemplateProcessing "single").
   std::vector<int32_t> prefix_ids, suffix_ids;

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/bert_text.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/regex.h"
@@ -207,6 +208,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j) {
   if (type == "ByteLevel")
     return make_byte_level(j.value("add_prefix_space", true), j.value("use_regex", true));
   if (type == "Digits") return make_digits(j.value("individual_digits", false));
+  if (type == "BertPreTokenizer") return make_bert_pre_tokenizer();
   if (type == "Metaspace") {
     using P = MetaspacePreTokenizer::Prepend;
     P prepend = j.value("add_prefix_space", true) ? P::kAlways : P::kNever;

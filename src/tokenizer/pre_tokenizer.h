@@ -1,5 +1,5 @@
-// Pre-tokenizers of tokenizer.json (Split, ByteLevel, Digits, Metaspace, Sequence): cut normalized
-// text into words for the model. Pieces never come out empty.
+// Pre-tokenizers of tokenizer.json (Split, ByteLevel, Digits, Metaspace, BertPreTokenizer,
+// Sequence): cut normalized text into words for the model. Pieces never come out empty.
 #pragma once
 #include <memory>
 #include <nlohmann/json_fwd.hpp>

@@ -9,6 +9,7 @@
 #include "tokenizer/json_reader.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/wordpiece.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -35,9 +36,17 @@ std::optional<std::string> opt_string(const json& j, const char* key) {
   return v.get<std::string>();
 }
 
-std::unique_ptr<tok::BpeModel> make_model(const tok::TokenizerJson& file) {
+std::unique_ptr<tok::TokenModel> make_model(const tok::TokenizerJson& file) {
   const json& m = file.doc.at("model");
   const std::string type = m.value("type", std::string("BPE"));
+  if (type == "WordPiece") {
+    tok::WordPieceOptions o;
+    o.unk_token = opt_string(m, "unk_token").value_or(o.unk_token);
+    o.continuing_subword_prefix =
+        opt_string(m, "continuing_subword_prefix").value_or(o.continuing_subword_prefix);
+    o.max_input_chars_per_word = m.value("max_input_chars_per_word", o.max_input_chars_per_word);
+    return std::make_unique<tok::WordPieceModel>(file.vocab, std::move(o));
+  }
   if (type != "BPE") throw Error("unsupported tokenizer model type: " + type);
   tok::BpeOptions o;
   o.unk_token = opt_string(m, "unk_token");
