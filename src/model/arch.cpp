@@ -471,12 +471,30 @@ void deepseek2_gguf(const GgufFile& g, const std::string& a, ModelConfig& c) {
   for (int i = dense; i < c.num_layers; ++i) c.layers[i].mlp = MlpType::kMoe;
 }
 
+// llama.cpp's qwen3moe: Qwen3's attention, every layer a mixture of experts whose weights
+// llama.cpp always renormalises (build_moe_ffn with norm_w), scaled by expert_weights_scale.
+void qwen3moe_gguf(const GgufFile& g, const std::string& a, ModelConfig& c) {
+  qwen3_gguf(g, a, c);
+  MoeSpec& e = c.moe;
+  e.num_experts = static_cast<int>(g.get_int(a + ".expert_count").value_or(0));
+  e.top_k = static_cast<int>(g.get_int(a + ".expert_used_count").value_or(0));
+  e.intermediate_size = static_cast<int>(g.get_int(a + ".expert_feed_forward_length")
+                                             .value_or(e.top_k > 0 ? c.intermediate_size / e.top_k : 0));
+  if (e.num_experts <= 0 || e.top_k <= 0 || e.top_k > e.num_experts || e.intermediate_size <= 0)
+    throw Error(g.path() + ": " + a + ".expert_count, expert_used_count (1..experts) and "
+                "expert_feed_forward_length must be positive");
+  e.norm_topk_prob = true;
+  e.routed_scaling_factor = g.get_float(a + ".expert_weights_scale").value_or(1.0);
+  if (e.routed_scaling_factor == 0) e.routed_scaling_factor = 1.0;  // llama.cpp: 0 = unset
+  all_layers(c, [](LayerSpec& L) { L.mlp = MlpType::kMoe; });
+}
+
 constexpr ArchSpec kArchs[] = {
     {"LlamaForCausalLM", "llama", llama_hf, plain_gguf},
     {"MistralForCausalLM", "", all_windowed_hf, nullptr},
     {"Qwen2ForCausalLM", "qwen2", qwen2_hf, qwen2_gguf},
     {"Qwen3ForCausalLM", "qwen3", qwen3_hf, qwen3_gguf},
-    {"Qwen3MoeForCausalLM", "", qwen3_moe_hf, nullptr},
+    {"Qwen3MoeForCausalLM", "qwen3moe", qwen3_moe_hf, qwen3moe_gguf},
     {"DeepseekV2ForCausalLM", "deepseek2", deepseek_v2_hf, deepseek2_gguf},
     {"DeepseekV3ForCausalLM", "", deepseek_v3_hf, nullptr},
     {"Gemma3ForCausalLM", "gemma3", gemma3_hf, gemma3_gguf},
