@@ -119,13 +119,20 @@ TEST_P(MatmulTest, MatchesReference) {
     matmul(x, w, out);
     // Activations are quantised to int8 for the block types (per 32 values, or per 256 as
     // Q8_K for the K-quants); KQuantDot below checks the K-quant sums without that error.
+    // f16 / bf16 weights multiply activations rounded to their own type (as ggml and torch).
     const bool int8 = type != DType::F32 && type != DType::F16 && type != DType::BF16;
+    auto activation = [&](int64_t i) {
+      const float v = x.data<float>()[i];
+      if (type == DType::F16) return double(f16_to_f32(f32_to_f16(v)));
+      if (type == DType::BF16) return double(bf16_to_f32(f32_to_bf16(v)));
+      return double(v);
+    };
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         double ref = 0, mag = 0;
         for (int64_t k = 0; k < K; ++k) {
-          ref += double(x.data<float>()[m * K + k]) * wd[n * K + k];
-          mag += std::fabs(double(x.data<float>()[m * K + k]) * wd[n * K + k]);
+          ref += activation(m * K + k) * wd[n * K + k];
+          mag += std::fabs(activation(m * K + k) * wd[n * K + k]);
         }
         const double tol = int8 ? 0.01 * mag + 1e-3 : 1e-5 * mag + 1e-5;
         ASSERT_NEAR(out.data<float>()[m * N + n], ref, tol) << M << "x" << N << "x" << K;
