@@ -16,7 +16,10 @@ ModelRunner::ModelRunner(const DecoderModel& model, int num_blocks, int block_si
 void ModelRunner::add_request(const std::string& id, RunnerRequest request) {
   SamplerState sampler(request.params, request.prompt, request.seed);
   remove_request(id);
-  states_.emplace(id, State{std::move(request), std::move(sampler), {}, false});
+  std::unique_ptr<structured::GrammarMatcher> matcher;
+  if (request.params.grammar)
+    matcher = std::make_unique<structured::GrammarMatcher>(request.params.grammar);
+  states_.emplace(id, State{std::move(request), std::move(sampler), {}, false, std::move(matcher), {}});
 }
 
 void ModelRunner::remove_request(const std::string& id) {
@@ -133,7 +136,17 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
       continue;
     }
     std::span<float> l(logits.data<float>() + int64_t(row) * vocab, vocab);
-    SampleResult r = sample(l, st.request.params, st.sampler, eos_ids_);
+    // Only the row a request samples from gets a grammar mask: a prefill chunk that samples
+    // nothing never reaches here.
+    std::span<const uint32_t> mask;
+    if (st.matcher) {
+      st.mask.resize(st.matcher->grammar().vocab->mask_words());
+      st.matcher->fill_mask(st.mask);
+      mask = st.mask;
+    }
+    SampleResult r = sample(l, st.request.params, st.sampler, eos_ids_, mask);
+    // The mask allowed the token, so only a terminated grammar (EOS taken) refuses more.
+    if (st.matcher && !st.matcher->is_terminated()) st.matcher->accept_token(r.token);
     res.token_ids.push_back(r.token);
     res.chosen = r.chosen;
     res.top = std::move(r.top);

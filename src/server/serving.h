@@ -9,6 +9,7 @@
 
 #include "engine/async_engine.h"
 #include "server/metrics.h"
+#include "structured/compiler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,6 +54,8 @@ struct ServingContext {
   std::optional<ChatTemplate> chat_template;
   int max_model_len = 0;
   int vocab_size = 0;
+  // Compiled structured-output grammars for the served tokenizer (null: none available).
+  std::unique_ptr<structured::GrammarCache> grammars;
   int64_t start_time = 0;  // unix seconds, for "created" of /v1/models
   Metrics metrics;
   std::atomic<bool> draining{false};   // new generation requests get 503

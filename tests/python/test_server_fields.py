@@ -250,7 +250,7 @@ BAD_REQUESTS = [
     ("chat", {"logits_processors": ["my.Processor"]}, "logits_processors", "not supported"),
     ("cmpl", {"vllm_xargs": {"k": 1}}, "vllm_xargs", "not supported"),
     ("chat", {"structural_tag": "{}"}, "structural_tag", "not supported"),
-    ("cmpl", {"guided_decoding_backend": "xgrammar"}, "guided_decoding_backend", "not supported"),
+    ("cmpl", {"guided_whitespace_pattern": " "}, "guided_whitespace_pattern", "not supported"),
     ("chat", {"mm_processor_kwargs": {"num_crops": 4}}, "mm_processor_kwargs", "not supported"),
     ("cmpl", {"priority": 3}, "priority", "Priority scheduling is not enabled"),
     ("chat", {"spaces_between_special_tokens": "perhaps"}, "spaces_between_special_tokens",

@@ -1,0 +1,121 @@
+#include "structured/charset.h"
+
+#include <algorithm>
+
+#include "util/check.h"
+
+namespace vllm::structured {
+namespace {
+
+int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
+
+// Splits [lo, hi] (one encoded length) until every byte position spans a plain range, then
+// emits one sequence of byte classes per piece.
+void split(GrammarBuilder& g, uint32_t lo, uint32_t hi, std::vector<Seq>& out) {
+  const int n = utf8_len(lo);
+  for (int i = 1; i < n; ++i) {
+    const uint32_t m = (uint32_t(1) << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        split(g, lo, lo | m, out);
+        split(g, (lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        split(g, lo, (hi & ~m) - 1, out);
+        split(g, hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  const std::string a = utf8_encode(lo), b = utf8_encode(hi);
+  Seq s;
+  for (int i = 0; i < n; ++i) {
+    ByteSet set;
+    set.add_range(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
+    s.push_back(g.cls(set));
+  }
+  out.push_back(std::move(s));
+}
+
+}  // namespace
+
+std::string utf8_encode(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+CodepointRanges normalize(CodepointRanges r) {
+  CodepointRanges cut;
+  for (auto [lo, hi] : r) {  // drop the surrogates D800-DFFF
+    hi = std::min(hi, kMaxCodepoint);
+    if (lo > hi) continue;
+    if (lo < 0xD800 && hi >= 0xD800) {
+      cut.push_back({lo, 0xD7FF});
+      if (hi > 0xDFFF) cut.push_back({0xE000, hi});
+    } else if (lo >= 0xD800 && lo <= 0xDFFF) {
+      if (hi > 0xDFFF) cut.push_back({0xE000, hi});
+    } else {
+      cut.push_back({lo, hi});
+    }
+  }
+  std::sort(cut.begin(), cut.end());
+  CodepointRanges out;
+  for (auto [lo, hi] : cut) {
+    if (!out.empty() && lo <= out.back().second + 1)
+      out.back().second = std::max(out.back().second, hi);
+    else
+      out.push_back({lo, hi});
+  }
+  return out;
+}
+
+CodepointRanges complement(const CodepointRanges& r) {
+  CodepointRanges n = normalize(r), out;
+  uint32_t next = 0;
+  for (auto [lo, hi] : n) {
+    if (lo > next) out.push_back({next, lo - 1});
+    next = hi + 1;
+  }
+  if (next <= kMaxCodepoint) out.push_back({next, kMaxCodepoint});
+  return normalize(out);
+}
+
+Symbol codepoints(GrammarBuilder& g, const CodepointRanges& r, const std::string& what) {
+  const CodepointRanges n = normalize(r);
+  if (n.empty()) throw Error(what + " matches no character");
+  std::vector<Seq> alts;
+  ByteSet ascii;
+  for (auto [lo, hi] : n) {
+    // Split by encoded length first.
+    for (auto [a, b] : {std::pair<uint32_t, uint32_t>{0, 0x7F}, {0x80, 0x7FF}, {0x800, 0xFFFF},
+                        {0x10000, kMaxCodepoint}}) {
+      const uint32_t l = std::max(lo, a), h = std::min(hi, b);
+      if (l > h) continue;
+      if (b == 0x7F)
+        ascii.add_range(static_cast<uint8_t>(l), static_cast<uint8_t>(h));
+      else
+        split(g, l, h, alts);
+    }
+  }
+  if (!ascii.empty()) alts.insert(alts.begin(), Seq{g.cls(ascii)});
+  if (alts.size() == 1 && alts[0].size() == 1) return alts[0][0];
+  return g.rule_of("chars", std::move(alts));
+}
+
+}  // namespace vllm::structured

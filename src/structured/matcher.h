@@ -1,0 +1,84 @@
+// GrammarMatcher: one sequence's position in a compiled grammar, as a set of pushdown stacks
+// over the grammar's program (a nondeterministic recursive descent with tail calls, so loops
+// keep the stack flat). Stacks are hash-consed (pc, parent) nodes, so a state is a sorted list
+// of node ids and equal states compare equal. Advances by token bytes, rolls back by tokens,
+// and fills the allowed-token bitmask by a walk of the vocabulary's byte trie.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "structured/grammar.h"
+#include "structured/vocab.h"
+
+namespace vllm::structured {
+
+struct CompiledGrammar {
+  Program program;
+  std::shared_ptr<const TokenVocab> vocab;
+  std::string kind;  // "regex", "json_schema", ... (for messages)
+};
+
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
+
+  // False (and no change) when the grammar does not allow the token here. An EOS id is
+  // allowed exactly when the grammar accepts; after it the matcher is terminated.
+  bool accept_token(int32_t token);
+  bool accept_bytes(std::string_view bytes);  // all or nothing
+  bool is_accepting() const { return states_.back().accept; }
+  // Accepting with nothing but the end left (or an EOS already taken).
+  bool is_terminated() const { return states_.back().stacks.empty(); }
+  int num_tokens() const { return static_cast<int>(states_.size()) - 1; }
+  void rollback(int num_tokens);
+  // mask: vocab.mask_words() words, bit t set when token t is allowed next.
+  void fill_mask(std::span<uint32_t> mask);
+  const CompiledGrammar& grammar() const { return *grammar_; }
+
+ private:
+  struct State {
+    std::vector<int32_t> stacks;  // sorted node ids; each top is at a byte class
+    bool accept = false;
+    bool operator==(const State&) const = default;
+  };
+  struct Node {
+    int32_t pc, parent;  // parent -1: bottom
+  };
+
+  int32_t intern(int32_t pc, int32_t parent);
+  void closure(int32_t pc, int32_t parent, State& out);
+  void advance(const State& from, uint8_t b, State& out);
+  ByteSet allowed_bytes(const State& s) const;
+  void walk(int node, const State& s, int depth, std::span<uint32_t> mask);
+  void begin_temp();
+  void end_temp();
+
+  std::shared_ptr<const CompiledGrammar> grammar_;
+  const Program* prog_;
+  std::vector<Node> nodes_;
+  // Open addressing (pc, parent) -> node id. Nodes made while filling a mask are temporary:
+  // stamped with the current generation and dropped together afterwards.
+  struct Slot {
+    uint64_t key;
+    int32_t id;
+    uint32_t gen;  // 0: permanent; else live only while equal to gen_
+  };
+  std::vector<Slot> table_;
+  uint32_t gen_ = 0;        // nonzero while filling a mask
+  uint32_t next_gen_ = 1;
+  size_t num_live_ = 0;
+  size_t temp_watermark_ = 0;
+  void grow();
+
+  std::vector<State> states_;  // states_[i]: after i tokens
+  std::vector<uint64_t> visited_;
+  std::vector<State> scratch_;  // per trie depth
+  std::map<std::vector<int32_t>, std::vector<uint32_t>> mask_cache_;
+};
+
+}  // namespace vllm::structured

@@ -1,0 +1,117 @@
+// Allowed-token sets against llguidance: replays the random walks recorded by
+// tools/make_grammar_fixtures.py on SmolLM2's vocabulary and requires the same set before every
+// token (size and an order-free hash of the ids, as the fixture stores them).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/load.h"
+#include "structured/compiler.h"
+#include "tokenizer/tokenizer.h"
+#include "util/check.h"
+
+using namespace vllm;
+using namespace vllm::structured;
+
+namespace {
+
+const char* kSmol = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const char* kWalks = "tests/structured/data/grammar_walks.json";
+
+std::string set_key(const std::vector<uint32_t>& mask, int n_vocab) {
+  uint64_t h = 0;
+  int count = 0;
+  for (int t = 0; t < n_vocab; ++t) {
+    if (!((mask[t >> 5] >> (t & 31)) & 1)) continue;
+    ++count;
+    uint64_t z = static_cast<uint64_t>(t) + 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    h += z ^ (z >> 31);
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%d:%016llx", count, static_cast<unsigned long long>(h));
+  return buf;
+}
+
+OutputConstraint constraint(const std::string& kind, const std::string& text) {
+  OutputConstraint c;
+  c.text = text;
+  if (kind == "regex") c.kind = OutputConstraint::Kind::kRegex;
+  else if (kind == "grammar") c.kind = OutputConstraint::Kind::kGrammar;
+  else if (kind == "json_schema") c.kind = OutputConstraint::Kind::kJsonSchema;
+  else if (kind == "json_object") c.kind = OutputConstraint::Kind::kJsonObject;
+  else if (kind == "choice") {
+    c.kind = OutputConstraint::Kind::kChoice;
+    for (const auto& s : nlohmann::json::parse(text)) c.choices.push_back(s.get<std::string>());
+  } else {
+    throw Error("unknown kind " + kind);
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST(MaskOracle, LlguidanceWalksSmolLM2) {
+  if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " missing";
+  std::ifstream f(kWalks);
+  ASSERT_TRUE(f) << kWalks;
+  const auto fixture = nlohmann::json::parse(f);
+  const auto& manifest = fixture["manifest"];
+  auto tok = load_tokenizer(kSmol);
+  const int n_vocab = manifest["n_vocab"].get<int>();
+  ASSERT_EQ(tok->vocab_size(), n_vocab);
+  const int32_t eos = manifest["eos"].get<int32_t>();
+  auto vocab = TokenVocab::from_tokenizer(*tok, {eos}, n_vocab);
+  std::vector<uint32_t> mask(vocab->mask_words());
+  int cases = 0, walks = 0, steps = 0;
+  std::vector<std::string> failed;
+  double mask_seconds = 0, compile_seconds = 0;
+  for (const auto& c : fixture["cases"]) {
+    const std::string name = c["name"];
+    const auto t0 = std::chrono::steady_clock::now();
+    std::shared_ptr<const CompiledGrammar> g;
+    try {
+      g = compile(constraint(c["kind"], c["text"]), vocab);
+    } catch (const Error& e) {
+      failed.push_back(name + ": does not compile: " + e.what());
+      continue;
+    }
+    compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++cases;
+    bool case_ok = true;
+    for (const auto& w : c["walks"]) {
+      ++walks;
+      GrammarMatcher m(g);
+      const auto& tokens = w["tokens"];
+      const auto& masks = w["masks"];
+      for (size_t i = 0; i < masks.size() && case_ok; ++i) {
+        const auto m0 = std::chrono::steady_clock::now();
+        m.fill_mask(mask);
+        mask_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+        ++steps;
+        const std::string got = set_key(mask, n_vocab);
+        if (got != masks[i].get<std::string>()) {
+          failed.push_back(name + " walk " + std::to_string(walks) + " step " + std::to_string(i) +
+                           ": llguidance " + masks[i].get<std::string>() + ", ours " + got);
+          case_ok = false;
+          break;
+        }
+        if (i < tokens.size() && !m.accept_token(tokens[i].get<int32_t>())) {
+          failed.push_back(name + ": token " + std::to_string(tokens[i].get<int>()) + " refused");
+          case_ok = false;
+        }
+      }
+      if (!case_ok) break;
+    }
+  }
+  std::printf("mask oracle: %d grammars, %d walks, %d masks compared; %zu failures; "
+              "compile %.1f ms total; mask %.3f ms per token (vocab %d)\n",
+              cases, walks, steps, failed.size(), compile_seconds * 1e3,
+              steps ? mask_seconds * 1e3 / steps : 0.0, n_vocab);
+  for (const auto& s : failed) ADD_FAILURE() << s;
+}
