@@ -8,7 +8,8 @@ token. tests/structured/test_mask_oracle.cpp replays the walks and requires iden
 
 Sets are stored as "size:hash" (hash: the sum mod 2^64 of splitmix64's finalizer of every id)
 to keep the fixture small. The tokenizer is the GGUF's vocabulary: token bytes by the GPT-2 byte alphabet,
-control tokens (and bos/eos/unk/pad) special, EOS = tokenizer.ggml.eos_token_id; llguidance
+control tokens (and bos/eos/unk/pad) special, EOS = tokenizer.ggml.eos_token_id, encoding by
+the `tokenizers` pipeline tools/make_tokenizer_fixtures.py builds from the same GGUF; llguidance
 allows EOS exactly where the grammar accepts, as the engine does.
 """
 import argparse
@@ -60,21 +61,16 @@ class GgufTokens:
                 self.tokens.append(t.encode())
             else:
                 self.tokens.append(bytes(dec[c] for c in t))
-        self._by_bytes = {b: i for i, b in enumerate(self.tokens)}
+        from make_tokenizer_fixtures import load_gguf_gpt2
+        self._hf = load_gguf_gpt2(path)[0]
 
     def __call__(self, s):
-        # Greedy longest match: llguidance only tokenizes for forced-token helpers we do not use.
-        b = s.encode() if isinstance(s, str) else s
-        out, i = [], 0
-        while i < len(b):
-            for j in range(len(b), i, -1):
-                if b[i:j] in self._by_bytes:
-                    out.append(self._by_bytes[b[i:j]])
-                    i = j
-                    break
-            else:
-                raise ValueError("cannot tokenize")
-        return out
+        # llguidance tokenizes the bytes a grammar forces (it then allows only the first token
+        # when there are two or more): the real tokenizer, as tools/make_tokenizer_fixtures.py
+        # builds SmolLM2's from the GGUF.
+        if isinstance(s, bytes):
+            s = s.decode("utf-8", errors="replace")
+        return self._hf.encode(s, add_special_tokens=False).ids
 
 
 def set_hash(ids):

@@ -1,6 +1,12 @@
 #include "structured/charset.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <algorithm>
+#include <mutex>
+
+#include "tokenizer/unicode.h"
 
 #include "util/check.h"
 
@@ -58,6 +64,52 @@ std::string utf8_encode(uint32_t cp) {
     s += static_cast<char>(0x80 | (cp & 0x3F));
   }
   return s;
+}
+
+namespace {
+
+// Code points whose one-character UTF-8 text fully matches `pattern` (a PCRE2 class).
+CodepointRanges scan_class(const char* pattern) {
+  int err = 0;
+  PCRE2_SIZE off = 0;
+  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED,
+                                 &err, &off, nullptr);
+  VLLM_CHECK(re, "PCRE2 rejected ", pattern);
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
+  CodepointRanges out;
+  for (uint32_t cp = 0; cp <= kMaxCodepoint; ++cp) {
+    if (cp == 0xD800) cp = 0xE000;
+    const std::string s = utf8_encode(cp);
+    if (pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr) < 0)
+      continue;
+    if (!out.empty() && out.back().second + 1 == cp) out.back().second = cp;
+    else out.push_back({cp, cp});
+  }
+  pcre2_match_data_free(md);
+  pcre2_code_free(re);
+  return out;
+}
+
+}  // namespace
+
+const CodepointRanges& unicode_class(char which) {
+  static std::once_flag once;
+  static CodepointRanges digit, word, space;
+  std::call_once(once, [] {
+    digit = scan_class("\\p{Nd}");
+    word = scan_class("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]");
+    for (uint32_t cp = 0; cp <= 0x3000; ++cp)
+      if (tok::is_whitespace(static_cast<char32_t>(cp))) {
+        if (!space.empty() && space.back().second + 1 == cp) space.back().second = cp;
+        else space.push_back({cp, cp});
+      }
+  });
+  switch (which) {
+    case 'd': return digit;
+    case 'w': return word;
+    default: return space;
+  }
 }
 
 CodepointRanges normalize(CodepointRanges r) {

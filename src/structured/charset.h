@@ -20,5 +20,8 @@ CodepointRanges complement(const CodepointRanges& r);
 // One code point of the set, UTF-8 encoded. An empty set is an error naming `what`.
 Symbol codepoints(GrammarBuilder& g, const CodepointRanges& r, const std::string& what);
 std::string utf8_encode(uint32_t cp);
+// The Unicode classes of Rust's regex (llguidance's): 'd' \p{Nd}; 's' White_Space; 'w'
+// Alphabetic, marks, Nd, Pc and Join_Control. Computed once per process.
+const CodepointRanges& unicode_class(char which);
 
 }  // namespace vllm::structured

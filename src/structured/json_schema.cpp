@@ -247,7 +247,8 @@ class SchemaCompiler {
     return g_.lit(v.dump());
   }
 
-  // One character of a JSON string: anything but '"', '\' and control characters, or an escape.
+  // One character of a JSON string: anything but '"', '\', control characters and DEL, or an
+  // escape.
   Symbol string_char() {
     if (char_ >= 0) return Symbol::rule(char_);
     char_ = g_.new_rule("json_char");
@@ -259,8 +260,14 @@ class SchemaCompiler {
     hex.add_range('a', 'f');
     hex.add_range('A', 'F');
     g_.add_alt(char_, {g_.byte('\\'), g_.cls(esc)});
-    const Symbol h = g_.cls(hex);
-    g_.add_alt(char_, {g_.byte('\\'), g_.byte('u'), h, h, h, h});
+    // \u escapes only for what has no other spelling (U+0000-U+001F, U+007F), as llguidance.
+    ByteSet zero_one, f;
+    zero_one.add_range('0', '1');
+    f.add('f');
+    f.add('F');
+    const Symbol u00 = g_.seq({g_.byte('\\'), g_.byte('u'), g_.byte('0'), g_.byte('0')});
+    g_.add_alt(char_, {u00, g_.cls(zero_one), g_.cls(hex)});
+    g_.add_alt(char_, {u00, g_.byte('7'), g_.cls(f)});
     return Symbol::rule(char_);
   }
 
@@ -330,6 +337,8 @@ class SchemaCompiler {
       const long long nlo = has_max ? std::max(1LL, -hi) : 1;
       r.range(nlo, has_min ? -lo : -1, minus, alts);
     }
+    // "-0" is a JSON integer too (zero), as llguidance allows it.
+    if ((!has_min || lo <= 0) && (!has_max || hi >= 0)) alts.push_back({g_.byte('-'), g_.byte('0')});
     if (alts.empty()) unsupported("these integer bounds");
     return g_.rule_of("integer", std::move(alts));
   }

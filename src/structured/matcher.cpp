@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tokenizer/unicode.h"
 #include "util/check.h"
 
 namespace vllm::structured {
@@ -184,6 +185,36 @@ void GrammarMatcher::walk(int node, const State& s, int depth, std::span<uint32_
   }
 }
 
+std::optional<int32_t> GrammarMatcher::forced_token() {
+  const TokenVocab& v = *grammar_->vocab;
+  if (!v.encoder()) return std::nullopt;
+  constexpr size_t kMaxForced = 256;
+  std::string forced;
+  bool end_forced = false;
+  State cur = states_.back(), next;
+  while (forced.size() < kMaxForced) {
+    if (cur.accept) {
+      end_forced = cur.stacks.empty();
+      break;
+    }
+    const ByteSet ok = allowed_bytes(cur);
+    int only = -1, count = 0;
+    for (int b = 0; b < 256 && count < 2; ++b)
+      if (ok.has(static_cast<uint8_t>(b))) only = b, ++count;
+    if (count != 1) break;
+    forced.push_back(static_cast<char>(only));
+    advance(cur, static_cast<uint8_t>(only), next);
+    std::swap(cur, next);
+  }
+  if (forced.empty() || !tok::utf8_is_valid(forced)) return std::nullopt;
+  const std::vector<int32_t> ids = v.encoder()(forced);
+  if (ids.size() >= 2 || (end_forced && ids.size() == 1)) {
+    const std::string* first = v.token_bytes(ids[0]);
+    if (first && forced.compare(0, first->size(), *first) == 0) return ids[0];
+  }
+  return std::nullopt;
+}
+
 void GrammarMatcher::fill_mask(std::span<uint32_t> mask) {
   const TokenVocab& v = *grammar_->vocab;
   VLLM_CHECK(static_cast<int>(mask.size()) == v.mask_words(), "mask of ", mask.size(),
@@ -196,7 +227,10 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> mask) {
     return;
   }
   std::fill(mask.begin(), mask.end(), 0u);
-  if (!s.stacks.empty()) {
+  const std::optional<int32_t> forced = s.stacks.empty() ? std::nullopt : forced_token();
+  if (forced) {
+    mask[*forced >> 5] |= uint32_t(1) << (*forced & 31);
+  } else if (!s.stacks.empty()) {
     // One scratch state per trie depth, sized up front: walk() holds references into it.
     if (static_cast<int>(scratch_.size()) <= v.max_token_bytes())
       scratch_.resize(v.max_token_bytes() + 1);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,7 +37,10 @@ class GrammarMatcher {
   bool is_terminated() const { return states_.back().stacks.empty(); }
   int num_tokens() const { return static_cast<int>(states_.size()) - 1; }
   void rollback(int num_tokens);
-  // mask: vocab.mask_words() words, bit t set when token t is allowed next.
+  // mask: vocab.mask_words() words, bit t set when token t is allowed next. As llguidance
+  // does: when the grammar forces the next bytes and the tokenizer splits them into two or
+  // more tokens (or into one that the grammar's forced end follows), only the first of those
+  // tokens is allowed, so the text keeps the tokenizer's own tokenization.
   void fill_mask(std::span<uint32_t> mask);
   const CompiledGrammar& grammar() const { return *grammar_; }
 
@@ -54,6 +58,9 @@ class GrammarMatcher {
   void closure(int32_t pc, int32_t parent, State& out);
   void advance(const State& from, uint8_t b, State& out);
   ByteSet allowed_bytes(const State& s) const;
+  // The first token of the tokenizer's encoding of the bytes the grammar forces from here,
+  // when the rule above applies.
+  std::optional<int32_t> forced_token();
   void walk(int node, const State& s, int depth, std::span<uint32_t> mask);
   void begin_temp();
   void end_temp();

@@ -106,9 +106,9 @@ class RegexParser {
 
   CodepointRanges escape_class(char c, bool& is_class) {
     is_class = true;
-    const CodepointRanges digit{{'0', '9'}};
-    const CodepointRanges word{{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-    const CodepointRanges space{{'\t', '\r'}, {' ', ' '}};
+    const CodepointRanges& digit = unicode_class('d');
+    const CodepointRanges& word = unicode_class('w');
+    const CodepointRanges& space = unicode_class('s');
     switch (c) {
       case 'd': return digit;
       case 'D': return complement(digit);

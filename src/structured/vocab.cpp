@@ -11,10 +11,11 @@
 namespace vllm::structured {
 
 TokenVocab::TokenVocab(std::vector<std::optional<std::string>> bytes,
-                       std::vector<int32_t> eos_ids, int32_t vocab_size)
+                       std::vector<int32_t> eos_ids, int32_t vocab_size, Encoder encode)
     : vocab_size_(std::max<int32_t>(vocab_size, static_cast<int32_t>(bytes.size()))),
       bytes_(std::move(bytes)),
-      eos_ids_(std::move(eos_ids)) {
+      eos_ids_(std::move(eos_ids)),
+      encode_(std::move(encode)) {
   std::vector<int32_t> ids;
   for (int32_t id = 0; id < static_cast<int32_t>(bytes_.size()); ++id)
     if (bytes_[id] && !bytes_[id]->empty() && !is_eos(id)) {
@@ -67,7 +68,7 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_tokenizer(const Tokenizer& to
                                                              std::vector<int32_t> eos_ids,
                                                              int32_t vocab_size) {
   const tok::Pipeline& p = tok.pipeline();
-  const auto& alphabet = byte_level().char_to_byte;
+  const auto& alphabet = tok::byte_level().char_to_byte;
   std::vector<std::optional<std::string>> bytes(p.id_to_token.size());
   for (int32_t id = 0; id < static_cast<int32_t>(bytes.size()); ++id) {
     if (!p.known(id) || p.special(id)) continue;
@@ -109,7 +110,10 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_tokenizer(const Tokenizer& to
     if (ok) bytes[id] = raw;
     else bytes[id] = text.substr(text.empty() ? 0 : 1);
   }
-  return std::make_shared<TokenVocab>(std::move(bytes), std::move(eos_ids), vocab_size);
+  const Tokenizer* t = &tok;
+  return std::make_shared<TokenVocab>(
+      std::move(bytes), std::move(eos_ids), vocab_size,
+      [t](std::string_view text) { return t->encode(text, /*add_special_tokens=*/false); });
 }
 
 }  // namespace vllm::structured

@@ -133,11 +133,11 @@ TEST(JsonSchema, UnsupportedKeywordIsNamed) {
 }
 
 TEST(Gbnf, Grammar) {
-  const std::string g = R"(# arithmetic
+  const std::string g = R"g(# arithmetic
 root ::= expr
 expr ::= term (("+" | "-") term)*
 term ::= [0-9]+ | "(" expr ")"
-)";
+)g";
   EXPECT_TRUE(gbnf(g, "1+(2-30)"));
   EXPECT_FALSE(gbnf(g, "1+"));
   EXPECT_THROW(gbnf("root ::= root \"a\" | \"a\"", "a"), Error);  // left recursion

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -99,6 +100,14 @@ TEST(MaskOracle, LlguidanceWalksSmolLM2) {
           failed.push_back(name + " walk " + std::to_string(walks) + " step " + std::to_string(i) +
                            ": llguidance " + masks[i].get<std::string>() + ", ours " + got);
           case_ok = false;
+          if (const char* dir = std::getenv("VLLM_MASK_DUMP")) {  // ids, for a side-by-side look
+            std::ofstream d(std::string(dir) + "/" + name + ".txt");
+            for (size_t k = 0; k < i; ++k) d << tokens[k].get<int>() << (k + 1 < i ? "," : "");
+            d << "\n";
+            for (int t = 0; t < n_vocab; ++t)
+              if ((mask[t >> 5] >> (t & 31)) & 1) d << t << " ";
+            d << "\n";
+          }
           break;
         }
         if (i < tokens.size() && !m.accept_token(tokens[i].get<int32_t>())) {
