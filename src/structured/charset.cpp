@@ -98,6 +98,13 @@ const CodepointRanges& unicode_class(char which) {
   static CodepointRanges digit, word, space;
   std::call_once(once, [] {
     digit = scan_class("\\p{Nd}");
+    // Decimal digits of Unicode 15 and 16, newer than this PCRE2's tables (Rust's regex, which
+    // llguidance uses, has them).
+    for (auto r : {std::pair<uint32_t, uint32_t>{0x10D40, 0x10D49}, {0x11BF0, 0x11BF9},
+                   {0x116D0, 0x116E3}, {0x11F50, 0x11F59}, {0x16130, 0x16139}, {0x16D70, 0x16D79},
+                   {0x1CCF0, 0x1CCF9}, {0x1E4F0, 0x1E4F9}, {0x1E5F1, 0x1E5FA}})
+      digit.push_back(r);
+    digit = normalize(digit);
     word = scan_class("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]");
     for (uint32_t cp = 0; cp <= 0x3000; ++cp)
       if (tok::is_whitespace(static_cast<char32_t>(cp))) {

@@ -1,5 +1,6 @@
 #include "structured/json_schema.h"
 
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -64,25 +65,23 @@ class IntRange {
     b.push_back(g_.byte(static_cast<uint8_t>(hi[0])));
     same_len(zeros, hi.substr(1), std::move(b), out);
   }
-  // [lo, hi] (hi < 0: unbounded), lo >= 0.
+  // [lo, hi] (hi < 0: unbounded), lo >= 0, hi <= 1e18.
   void range(long long lo, long long hi, Seq prefix, std::vector<Seq>& out) {
-    const std::string ls = std::to_string(lo);
-    const size_t max_len = hi < 0 ? 19 : std::to_string(hi).size();
-    for (size_t d = ls.size(); d <= max_len; ++d) {
+    const size_t lo_len = std::to_string(lo).size();
+    const size_t hi_len = hi < 0 ? lo_len : std::to_string(hi).size();
+    for (size_t d = lo_len; d <= hi_len; ++d) {
       const long long first = d == 1 ? 0 : pow10(d - 1);
-      const long long last = pow10(d) - 1;
+      const long long last = d >= 19 ? std::numeric_limits<long long>::max() : pow10(d) - 1;
       const long long a = std::max(lo, first);
-      long long b = hi < 0 ? last : std::min(hi, last);
-      if (a > b) continue;
-      if (hi < 0 && d == max_len) {  // anything longer
-        Seq s = prefix;
-        s.push_back(cls('1', '9'));
-        for (size_t i = 1; i < d; ++i) s.push_back(digit_);
-        s.push_back(g_.star(digit_));
-        out.push_back(std::move(s));
-        break;
-      }
-      same_len(std::to_string(a), std::to_string(b), prefix, out);
+      const long long b = hi < 0 ? last : std::min(hi, last);
+      if (a <= b) same_len(std::to_string(a), std::to_string(b), prefix, out);
+    }
+    if (hi < 0) {  // every number with more digits than lo
+      Seq s = prefix;
+      s.push_back(cls('1', '9'));
+      for (size_t i = 0; i < lo_len; ++i) s.push_back(digit_);
+      s.push_back(g_.star(digit_));
+      out.push_back(std::move(s));
     }
   }
 
@@ -298,19 +297,27 @@ class SchemaCompiler {
       };
       auto it = formats.find(f);
       if (it == formats.end()) unsupported("the string format '" + f + "'");
-      return pattern_string(it->second);
+      return pattern_string(it->second, /*anchored=*/true);
     }
     if (max >= 0 && max < min) unsupported("maxLength below minLength");
     return string_sym(min, max);
   }
 
-  // A regex over the string's characters; the characters JSON must escape are refused.
-  Symbol pattern_string(std::string p) {
-    if (!p.empty() && p.front() == '^') p.erase(0, 1);
-    if (!p.empty() && p.back() == '$' && (p.size() < 2 || p[p.size() - 2] != '\\')) p.pop_back();
+  // A regex over the string's characters, found anywhere in it unless anchored by ^ / $ (JSON
+  // Schema's search semantics); the characters JSON must escape are refused.
+  Symbol pattern_string(std::string p, bool anchored = false) {
+    bool start = anchored, end = anchored;
+    if (!p.empty() && p.front() == '^') p.erase(0, 1), start = true;
+    if (!p.empty() && p.back() == '$' && (p.size() < 2 || p[p.size() - 2] != '\\'))
+      p.pop_back(), end = true;
     if (p.find('"') != std::string::npos || p.find("\\\\") != std::string::npos)
       unsupported("a 'pattern' that can match '\"' or '\\'");
-    return g_.seq({g_.byte('"'), regex_to_grammar(g_, p), g_.byte('"')});
+    Seq s{g_.byte('"')};
+    if (!start) s.push_back(g_.star(string_char()));
+    s.push_back(regex_to_grammar(g_, p));
+    if (!end) s.push_back(g_.star(string_char()));
+    s.push_back(g_.byte('"'));
+    return g_.seq(std::move(s));
   }
 
   Symbol integer(const ojson& s) {
@@ -337,13 +344,13 @@ class SchemaCompiler {
       const long long nlo = has_max ? std::max(1LL, -hi) : 1;
       r.range(nlo, has_min ? -lo : -1, minus, alts);
     }
-    // "-0" is a JSON integer too (zero), as llguidance allows it.
-    if ((!has_min || lo <= 0) && (!has_max || hi >= 0)) alts.push_back({g_.byte('-'), g_.byte('0')});
+    // "-0" is a JSON integer too (zero); llguidance allows it where negatives are allowed.
+    if ((!has_min || lo < 0) && (!has_max || hi >= 0)) alts.push_back({g_.byte('-'), g_.byte('0')});
     if (alts.empty()) unsupported("these integer bounds");
     return g_.rule_of("integer", std::move(alts));
   }
 
-  Symbol number(bool non_negative) {
+  Symbol number(bool non_negative, bool exponent = true) {
     ByteSet d, e, pm;
     d.add_range('0', '9');
     e.add('e');
@@ -358,7 +365,8 @@ class SchemaCompiler {
     const Symbol exp = g_.opt(g_.seq({g_.cls(e), g_.opt(g_.cls(pm)), g_.plus(digit)}));
     Seq s;
     if (!non_negative) s.push_back(g_.opt(g_.byte('-')));
-    s.insert(s.end(), {int_part, frac, exp});
+    s.insert(s.end(), {int_part, frac});
+    if (exponent) s.push_back(exp);
     return g_.seq(std::move(s));
   }
 
@@ -367,7 +375,7 @@ class SchemaCompiler {
       if (s.contains(k)) unsupported(std::string("'") + k + "' on a number (integers only)");
     if (s.contains("minimum")) {
       if (s["minimum"].get<double>() != 0.0) unsupported("a number 'minimum' other than 0");
-      return number(true);
+      return number(true, /*exponent=*/false);  // llguidance writes bounded numbers without one
     }
     return number(false);
   }
@@ -380,13 +388,14 @@ class SchemaCompiler {
       const ojson& pre = s["prefixItems"];
       if (!s.contains("items") || s["items"] != false || s.contains("minItems") || s.contains("maxItems"))
         unsupported("'prefixItems' other than a fixed tuple (with \"items\": false)");
-      Seq seq{g_.byte('['), ws_};
-      for (size_t i = 0; i < pre.size(); ++i) {
-        if (i) seq.insert(seq.end(), {ws_, g_.byte(','), ws_});
-        seq.push_back(compile(pre[i], depth + 1));
+      // Any leading part of the tuple (JSON Schema does not require the items to be there).
+      Symbol tail = g_.empty();
+      for (size_t i = pre.size(); i-- > 0;) {
+        const Symbol item = compile(pre[i], depth + 1);
+        tail = i == 0 ? g_.opt(g_.seq({item, tail}))
+                      : g_.opt(g_.seq({ws_, g_.byte(','), ws_, item, tail}));
       }
-      seq.insert(seq.end(), {ws_, g_.byte(']')});
-      return g_.seq(std::move(seq));
+      return g_.seq({g_.byte('['), ws_, tail, ws_, g_.byte(']')});
     }
     const Symbol item = s.contains("items") ? compile(s["items"], depth + 1) : any_value();
     return list('[', item, ']', min, max);

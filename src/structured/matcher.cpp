@@ -185,18 +185,14 @@ void GrammarMatcher::walk(int node, const State& s, int depth, std::span<uint32_
   }
 }
 
+// Called in temp mode (fill_mask).
 std::optional<int32_t> GrammarMatcher::forced_token() {
   const TokenVocab& v = *grammar_->vocab;
   if (!v.encoder()) return std::nullopt;
   constexpr size_t kMaxForced = 256;
   std::string forced;
-  bool end_forced = false;
   State cur = states_.back(), next;
-  while (forced.size() < kMaxForced) {
-    if (cur.accept) {
-      end_forced = cur.stacks.empty();
-      break;
-    }
+  while (forced.size() < kMaxForced && !cur.accept) {
     const ByteSet ok = allowed_bytes(cur);
     int only = -1, count = 0;
     for (int b = 0; b < 256 && count < 2; ++b)
@@ -208,9 +204,36 @@ std::optional<int32_t> GrammarMatcher::forced_token() {
   }
   if (forced.empty() || !tok::utf8_is_valid(forced)) return std::nullopt;
   const std::vector<int32_t> ids = v.encoder()(forced);
-  if (ids.size() >= 2 || (end_forced && ids.size() == 1)) {
-    const std::string* first = v.token_bytes(ids[0]);
-    if (first && forced.compare(0, first->size(), *first) == 0) return ids[0];
+  // The longest tail of the forced bytes that some token continues past the forced end (in a
+  // way the grammar allows) may yet be tokenized differently: the tokens over it are not fixed.
+  size_t fixed_bytes = forced.size();
+  const size_t from = forced.size() > static_cast<size_t>(v.max_token_bytes())
+                          ? forced.size() - v.max_token_bytes() : 0;
+  std::vector<uint32_t> probe(v.mask_words());
+  for (size_t i = from; i < forced.size(); ++i) {
+    int node = 0;
+    for (size_t k = i; k < forced.size() && node >= 0; ++k) {
+      const int first = v.first_child(node), last = first + v.num_children(node);
+      int found = -1;
+      for (int c = first; c < last; ++c)
+        if (v.node_byte(c) == static_cast<uint8_t>(forced[k])) found = c;
+      node = found;
+    }
+    if (node < 0 || cur.stacks.empty() || v.num_children(node) == 0) continue;
+    std::fill(probe.begin(), probe.end(), 0u);
+    walk(node, cur, 0, probe);
+    if (std::any_of(probe.begin(), probe.end(), [](uint32_t w) { return w != 0; })) {
+      fixed_bytes = i;
+      break;
+    }
+  }
+  size_t covered = 0;
+  for (int32_t id : ids) {
+    const std::string* b = v.token_bytes(id);
+    if (!b || forced.compare(covered, b->size(), *b) != 0) return std::nullopt;
+    covered += b->size();
+    if (covered > fixed_bytes) return std::nullopt;
+    return id;  // the first token lies within the fixed bytes
   }
   return std::nullopt;
 }
@@ -227,16 +250,16 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> mask) {
     return;
   }
   std::fill(mask.begin(), mask.end(), 0u);
-  const std::optional<int32_t> forced = s.stacks.empty() ? std::nullopt : forced_token();
-  if (forced) {
-    mask[*forced >> 5] |= uint32_t(1) << (*forced & 31);
-  } else if (!s.stacks.empty()) {
+  if (!s.stacks.empty()) {
     // One scratch state per trie depth, sized up front: walk() holds references into it.
     if (static_cast<int>(scratch_.size()) <= v.max_token_bytes())
       scratch_.resize(v.max_token_bytes() + 1);
     begin_temp();
     try {
-      walk(0, s, 0, mask);
+      if (const std::optional<int32_t> forced = forced_token())
+        mask[*forced >> 5] |= uint32_t(1) << (*forced & 31);
+      else
+        walk(0, s, 0, mask);
     } catch (...) {
       end_temp();
       throw;

@@ -38,9 +38,9 @@ class GrammarMatcher {
   int num_tokens() const { return static_cast<int>(states_.size()) - 1; }
   void rollback(int num_tokens);
   // mask: vocab.mask_words() words, bit t set when token t is allowed next. As llguidance
-  // does: when the grammar forces the next bytes and the tokenizer splits them into two or
-  // more tokens (or into one that the grammar's forced end follows), only the first of those
-  // tokens is allowed, so the text keeps the tokenizer's own tokenization.
+  // does: when the grammar forces the next bytes, the tokenizer encodes them; the tokens that
+  // lie before any tail a longer token could continue past the forced end are fixed, and the
+  // first fixed token is then the only one allowed (forced text keeps its own tokenization).
   void fill_mask(std::span<uint32_t> mask);
   const CompiledGrammar& grammar() const { return *grammar_; }
 
