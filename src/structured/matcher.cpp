@@ -170,18 +170,41 @@ void GrammarMatcher::rollback(int num_tokens) {
   states_.resize(states_.size() - num_tokens);
 }
 
-void GrammarMatcher::walk(int node, const State& s, int depth, std::span<uint32_t> mask) {
+int32_t GrammarMatcher::walk_state(const State& s) {
+  std::vector<int32_t> key = s.stacks;
+  key.push_back(s.accept ? -1 : -2);
+  auto [it, fresh] = walk_ids_.emplace(std::move(key), static_cast<int32_t>(walk_states_.size()));
+  if (fresh) walk_states_.push_back({s, allowed_bytes(s)});
+  return it->second;
+}
+
+int32_t GrammarMatcher::walk_next(int32_t state, uint8_t b) {
+  const uint64_t key = (uint64_t(uint32_t(state)) << 8) | b;
+  if (auto it = walk_next_.find(key); it != walk_next_.end()) return it->second;
+  advance(walk_states_[state].state, b, scratch_);
+  const int32_t next =
+      scratch_.stacks.empty() && !scratch_.accept ? -1 : walk_state(scratch_);
+  walk_next_.emplace(key, next);
+  return next;
+}
+
+void GrammarMatcher::clear_walk() {
+  walk_states_.clear();
+  walk_ids_.clear();
+  walk_next_.clear();
+}
+
+void GrammarMatcher::walk(int node, int32_t state, std::span<uint32_t> mask) {
   const TokenVocab& v = *grammar_->vocab;
-  const ByteSet ok = allowed_bytes(s);
+  const ByteSet ok = walk_states_[state].allowed;
   const int first = v.first_child(node), last = first + v.num_children(node);
   for (int c = first; c < last; ++c) {
     const uint8_t b = v.node_byte(c);
     if (!ok.has(b)) continue;
-    State& next = scratch_[depth];
-    advance(s, b, next);
-    if (next.stacks.empty() && !next.accept) continue;
+    const int32_t next = walk_next(state, b);
+    if (next < 0) continue;
     for (int32_t t : v.tokens_at(c)) mask[t >> 5] |= uint32_t(1) << (t & 31);
-    if (!next.stacks.empty() && v.num_children(c) > 0) walk(c, next, depth + 1, mask);
+    if (v.num_children(c) > 0 && !walk_states_[next].state.stacks.empty()) walk(c, next, mask);
   }
 }
 
@@ -221,7 +244,7 @@ std::optional<int32_t> GrammarMatcher::forced_token() {
     }
     if (node < 0 || cur.stacks.empty() || v.num_children(node) == 0) continue;
     std::fill(probe.begin(), probe.end(), 0u);
-    walk(node, cur, 0, probe);
+    walk(node, walk_state(cur), probe);
     if (std::any_of(probe.begin(), probe.end(), [](uint32_t w) { return w != 0; })) {
       fixed_bytes = i;
       break;
@@ -251,19 +274,18 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> mask) {
   }
   std::fill(mask.begin(), mask.end(), 0u);
   if (!s.stacks.empty()) {
-    // One scratch state per trie depth, sized up front: walk() holds references into it.
-    if (static_cast<int>(scratch_.size()) <= v.max_token_bytes())
-      scratch_.resize(v.max_token_bytes() + 1);
     begin_temp();
     try {
       if (const std::optional<int32_t> forced = forced_token())
         mask[*forced >> 5] |= uint32_t(1) << (*forced & 31);
       else
-        walk(0, s, 0, mask);
+        walk(0, walk_state(s), mask);
     } catch (...) {
+      clear_walk();
       end_temp();
       throw;
     }
+    clear_walk();  // its states hold temporary nodes
     end_temp();
   }
   if (s.accept)

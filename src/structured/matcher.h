@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "structured/grammar.h"
@@ -50,6 +51,13 @@ class GrammarMatcher {
     bool accept = false;
     bool operator==(const State&) const = default;
   };
+  struct StackHash {
+    size_t operator()(const std::vector<int32_t>& v) const {
+      uint64_t h = 0x9E3779B97F4A7C15ULL ^ v.size();
+      for (int32_t x : v) h = (h ^ uint32_t(x)) * 0x100000001B3ULL;
+      return static_cast<size_t>(h);
+    }
+  };
   struct Node {
     int32_t pc, parent;  // parent -1: bottom
   };
@@ -61,7 +69,13 @@ class GrammarMatcher {
   // The first token of the tokenizer's encoding of the bytes the grammar forces from here,
   // when the rule above applies.
   std::optional<int32_t> forced_token();
-  void walk(int node, const State& s, int depth, std::span<uint32_t> mask);
+  // Marks the tokens below trie `node` whose remaining bytes the walk state `state` accepts.
+  void walk(int node, int32_t state, std::span<uint32_t> mask);
+  // While filling a mask: states by id, with their allowed bytes, and the transitions taken
+  // (a lazily built DFA: a walk through a string's content returns to one state per character).
+  int32_t walk_state(const State& s);
+  int32_t walk_next(int32_t state, uint8_t b);
+  void clear_walk();
   void begin_temp();
   void end_temp();
 
@@ -84,7 +98,14 @@ class GrammarMatcher {
 
   std::vector<State> states_;  // states_[i]: after i tokens
   std::vector<uint64_t> visited_;
-  std::vector<State> scratch_;  // per trie depth
+  struct WalkState {
+    State state;
+    ByteSet allowed;
+  };
+  std::vector<WalkState> walk_states_;
+  std::unordered_map<std::vector<int32_t>, int32_t, StackHash> walk_ids_;
+  std::unordered_map<uint64_t, int32_t> walk_next_;  // (state << 8 | byte) -> state, -1 dead
+  State scratch_;
   std::map<std::vector<int32_t>, std::vector<uint32_t>> mask_cache_;
 };
 

@@ -3,6 +3,7 @@
 // token (size and an order-free hash of the ids, as the fixture stores them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -72,6 +73,7 @@ TEST(MaskOracle, LlguidanceWalksSmolLM2) {
   int cases = 0, walks = 0, steps = 0;
   std::vector<std::string> failed;
   double mask_seconds = 0, compile_seconds = 0;
+  std::vector<std::pair<double, std::string>> slowest;  // mask ms per token, by grammar
   for (const auto& c : fixture["cases"]) {
     const std::string name = c["name"];
     const auto t0 = std::chrono::steady_clock::now();
@@ -85,6 +87,8 @@ TEST(MaskOracle, LlguidanceWalksSmolLM2) {
     compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++cases;
     bool case_ok = true;
+    const double case_start = mask_seconds;
+    const int case_steps = steps;
     for (const auto& w : c["walks"]) {
       ++walks;
       GrammarMatcher m(g);
@@ -117,7 +121,13 @@ TEST(MaskOracle, LlguidanceWalksSmolLM2) {
       }
       if (!case_ok) break;
     }
+    if (steps > case_steps)
+      slowest.push_back({(mask_seconds - case_start) * 1e3 / (steps - case_steps), name});
   }
+  std::sort(slowest.rbegin(), slowest.rend());
+  for (size_t i = 0; i < slowest.size() && i < 5; ++i)
+    std::printf("  slowest masks: %-20s %.3f ms per token\n", slowest[i].second.c_str(),
+                slowest[i].first);
   std::printf("mask oracle: %d grammars, %d walks, %d masks compared; %zu failures; "
               "compile %.1f ms total; mask %.3f ms per token (vocab %d)\n",
               cases, walks, steps, failed.size(), compile_seconds * 1e3,
