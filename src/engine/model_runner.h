@@ -53,6 +53,7 @@ class ModelRunner {
     // outlives preemption, as the output tokens do) and the mask scratch.
     std::unique_ptr<structured::GrammarMatcher> matcher;
     std::vector<uint32_t> mask;
+    bool grammar_failed = false;  // past a matcher limit: only EOS from then on
     bool wants_prompt_logprobs() const {
       return request.params.prompt_logprobs.has_value() && !prompt_logprobs_sent;
     }

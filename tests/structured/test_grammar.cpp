@@ -169,3 +169,12 @@ TEST(Matcher, TokensEosAndRollback) {
   EXPECT_EQ(m.num_tokens(), 0);
   EXPECT_TRUE(m.accept_token('y'));
 }
+
+// An exponentially ambiguous grammar hits the matcher's parse limit as an Error (the runner
+// then ends that completion), never unbounded work.
+TEST(Matcher, AmbiguityIsBounded) {
+  OutputConstraint c{OutputConstraint::Kind::kGrammar,
+                     "root ::= s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"\"", {}};
+  GrammarMatcher m(compile(c, byte_vocab()));
+  EXPECT_THROW(m.accept_bytes(std::string(40, 'a')), Error);
+}
