@@ -22,7 +22,11 @@ using namespace vllm::structured;
 namespace {
 
 const char* kSmol = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-const char* kWalks = "tests/structured/data/grammar_walks.json";
+// VLLM_GRAMMAR_WALKS names another walk file (e.g. a larger one made by the same tool).
+const char* walks_path() {
+  const char* p = std::getenv("VLLM_GRAMMAR_WALKS");
+  return p ? p : "tests/structured/data/grammar_walks.json";
+}
 
 std::string set_key(const std::vector<uint32_t>& mask, int n_vocab) {
   uint64_t h = 0;
@@ -60,15 +64,19 @@ OutputConstraint constraint(const std::string& kind, const std::string& text) {
 
 TEST(MaskOracle, LlguidanceWalksSmolLM2) {
   if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " missing";
-  std::ifstream f(kWalks);
-  ASSERT_TRUE(f) << kWalks;
+  std::ifstream f(walks_path());
+  ASSERT_TRUE(f) << walks_path();
   const auto fixture = nlohmann::json::parse(f);
   const auto& manifest = fixture["manifest"];
   auto tok = load_tokenizer(kSmol);
   const int n_vocab = manifest["n_vocab"].get<int>();
   ASSERT_EQ(tok->vocab_size(), n_vocab);
   const int32_t eos = manifest["eos"].get<int32_t>();
+  const auto v0 = std::chrono::steady_clock::now();
   auto vocab = TokenVocab::from_tokenizer(*tok, {eos}, n_vocab);
+  const double vocab_ms =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - v0).count() * 1e3;
+  std::vector<double> mask_ms, compile_ms;  // every mask and compile, for percentiles
   std::vector<uint32_t> mask(vocab->mask_words());
   int cases = 0, walks = 0, steps = 0;
   std::vector<std::string> failed;
@@ -84,7 +92,9 @@ TEST(MaskOracle, LlguidanceWalksSmolLM2) {
       failed.push_back(name + ": does not compile: " + e.what());
       continue;
     }
-    compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double ct = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    compile_seconds += ct;
+    compile_ms.push_back(ct * 1e3);
     ++cases;
     bool case_ok = true;
     const double case_start = mask_seconds;
@@ -97,7 +107,9 @@ TEST(MaskOracle, LlguidanceWalksSmolLM2) {
       for (size_t i = 0; i < masks.size() && case_ok; ++i) {
         const auto m0 = std::chrono::steady_clock::now();
         m.fill_mask(mask);
-        mask_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+        mask_seconds += dt;
+        mask_ms.push_back(dt * 1e3);
         ++steps;
         const std::string got = set_key(mask, n_vocab);
         if (got != masks[i].get<std::string>()) {
@@ -125,6 +137,17 @@ TEST(MaskOracle, LlguidanceWalksSmolLM2) {
       slowest.push_back({(mask_seconds - case_start) * 1e3 / (steps - case_steps), name});
   }
   std::sort(slowest.rbegin(), slowest.rend());
+  std::sort(mask_ms.begin(), mask_ms.end());
+  const auto pct = [&](double q) {
+    return mask_ms.empty() ? 0.0 : mask_ms[std::min(mask_ms.size() - 1, size_t(q * mask_ms.size()))];
+  };
+  std::sort(compile_ms.begin(), compile_ms.end());
+  std::printf("  vocabulary trie %.1f ms; compile mean %.3f ms, median %.3f ms, max %.3f ms; mask "
+              "p50 %.4f ms, p99 %.3f ms, max %.3f ms\n", vocab_ms,
+              cases ? compile_seconds * 1e3 / cases : 0.0,
+              compile_ms.empty() ? 0.0 : compile_ms[compile_ms.size() / 2],
+              compile_ms.empty() ? 0.0 : compile_ms.back(), pct(0.5), pct(0.99),
+              mask_ms.empty() ? 0.0 : mask_ms.back());
   for (size_t i = 0; i < slowest.size() && i < 5; ++i)
     std::printf("  slowest masks: %-20s %.3f ms per token\n", slowest[i].second.c_str(),
                 slowest[i].first);
