@@ -76,13 +76,16 @@ CodepointRanges scan_class(const char* pattern) {
                                  PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED,
                                  &err, &off, nullptr);
   VLLM_CHECK(re, "PCRE2 rejected ", pattern);
+  const bool jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
   CodepointRanges out;
   for (uint32_t cp = 0; cp <= kMaxCodepoint; ++cp) {
     if (cp == 0xD800) cp = 0xE000;
     const std::string s = utf8_encode(cp);
-    if (pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr) < 0)
-      continue;
+    const auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+    const int rc = jit ? pcre2_jit_match(re, subject, s.size(), 0, 0, md, nullptr)
+                       : pcre2_match(re, subject, s.size(), 0, 0, md, nullptr);
+    if (rc < 0) continue;
     if (!out.empty() && out.back().second + 1 == cp) out.back().second = cp;
     else out.push_back({cp, cp});
   }

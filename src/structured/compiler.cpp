@@ -1,5 +1,6 @@
 #include "structured/compiler.h"
 
+#include "structured/charset.h"
 #include "structured/gbnf.h"
 #include "structured/json_schema.h"
 #include "structured/regex.h"
@@ -59,6 +60,11 @@ std::shared_ptr<const CompiledGrammar> compile(const OutputConstraint& c,
   if (probe.is_terminated() && !probe.is_accepting())
     throw Error(kind + ": the grammar matches nothing");
   return out;
+}
+
+GrammarCache::GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity)
+    : vocab_(std::move(vocab)), capacity_(capacity) {
+  unicode_class('d');
 }
 
 std::shared_ptr<const CompiledGrammar> GrammarCache::get(const OutputConstraint& c) {

@@ -28,8 +28,8 @@ std::shared_ptr<const CompiledGrammar> compile(const OutputConstraint& c,
 
 class GrammarCache {
  public:
-  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 256)
-      : vocab_(std::move(vocab)), capacity_(capacity) {}
+  // Also computes the Unicode class tables up front, so that no request waits for them.
+  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 256);
   // Compiles outside the lock; errors are not cached.
   std::shared_ptr<const CompiledGrammar> get(const OutputConstraint& c);
   const std::shared_ptr<const TokenVocab>& vocab() const { return vocab_; }
