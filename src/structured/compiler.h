@@ -29,7 +29,7 @@ std::shared_ptr<const CompiledGrammar> compile(const OutputConstraint& c,
 class GrammarCache {
  public:
   // Also computes the Unicode class tables up front, so that no request waits for them.
-  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 256);
+  GrammarCache(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 64);
   // Compiles outside the lock; errors are not cached.
   std::shared_ptr<const CompiledGrammar> get(const OutputConstraint& c);
   const std::shared_ptr<const TokenVocab>& vocab() const { return vocab_; }

@@ -23,6 +23,48 @@ uint64_t hash_of(uint64_t k) {
 
 }  // namespace
 
+size_t SharedMaskCache::Hash::operator()(const std::vector<int32_t>& v) const {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ v.size();
+  for (int32_t x : v) h = (h ^ uint32_t(x)) * 0x100000001B3ULL;
+  return static_cast<size_t>(h);
+}
+
+bool SharedMaskCache::get(const std::vector<int32_t>& key, std::span<uint32_t> mask) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = masks_.find(key);
+  if (it == masks_.end() || it->second.size() != mask.size()) return false;
+  std::copy(it->second.begin(), it->second.end(), mask.begin());
+  return true;
+}
+
+void SharedMaskCache::put(std::vector<int32_t> key, std::span<const uint32_t> mask) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (masks_.count(key)) return;
+  while (masks_.size() >= kCapacity && !order_.empty()) {
+    masks_.erase(order_.front());
+    order_.pop_front();
+  }
+  order_.push_back(key);
+  masks_.emplace(std::move(key), std::vector<uint32_t>(mask.begin(), mask.end()));
+}
+
+std::vector<int32_t> GrammarMatcher::portable_key() const {
+  const State& s = states_.back();
+  std::vector<std::vector<int32_t>> stacks;
+  for (int32_t id : s.stacks) {
+    std::vector<int32_t>& st = stacks.emplace_back();
+    for (int32_t n = id; n >= 0; n = nodes_[n].parent) st.push_back(nodes_[n].pc);
+  }
+  std::sort(stacks.begin(), stacks.end());
+  std::vector<int32_t> key;
+  for (const auto& st : stacks) {
+    key.insert(key.end(), st.begin(), st.end());
+    key.push_back(-1);
+  }
+  key.push_back(s.accept ? -2 : -3);
+  return key;
+}
+
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
     : grammar_(std::move(grammar)), prog_(&grammar_->program) {
   table_.assign(1024, Slot{0, -1, 0});
@@ -272,6 +314,12 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> mask) {
     std::copy(it->second.begin(), it->second.end(), mask.begin());
     return;
   }
+  std::vector<int32_t> shared_key = portable_key();
+  if (grammar_->masks->get(shared_key, mask)) {
+    if (mask_cache_.size() >= kMaxCachedMasks) mask_cache_.clear();
+    mask_cache_.emplace(std::move(key), std::vector<uint32_t>(mask.begin(), mask.end()));
+    return;
+  }
   std::fill(mask.begin(), mask.end(), 0u);
   if (!s.stacks.empty()) {
     begin_temp();
@@ -293,6 +341,7 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> mask) {
       if (t >= 0 && t < v.vocab_size()) mask[t >> 5] |= uint32_t(1) << (t & 31);
   if (mask_cache_.size() >= kMaxCachedMasks) mask_cache_.clear();
   mask_cache_.emplace(std::move(key), std::vector<uint32_t>(mask.begin(), mask.end()));
+  grammar_->masks->put(std::move(shared_key), mask);
 }
 
 }  // namespace vllm::structured

@@ -5,7 +5,9 @@
 // and fills the allowed-token bitmask by a walk of the vocabulary's byte trie.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <span>
@@ -19,10 +21,29 @@
 
 namespace vllm::structured {
 
+// Masks by state shared by every matcher of one grammar (requests, their n completions, and
+// steps), keyed by the state's stacks spelled as program positions, so the key does not depend
+// on a matcher's own node ids. Bounded; least recently stored out first.
+class SharedMaskCache {
+ public:
+  bool get(const std::vector<int32_t>& key, std::span<uint32_t> mask);
+  void put(std::vector<int32_t> key, std::span<const uint32_t> mask);
+
+ private:
+  struct Hash {
+    size_t operator()(const std::vector<int32_t>& v) const;
+  };
+  static constexpr size_t kCapacity = 256;
+  std::mutex mu_;
+  std::unordered_map<std::vector<int32_t>, std::vector<uint32_t>, Hash> masks_;
+  std::deque<std::vector<int32_t>> order_;
+};
+
 struct CompiledGrammar {
   Program program;
   std::shared_ptr<const TokenVocab> vocab;
   std::string kind;  // "regex", "json_schema", ... (for messages)
+  std::unique_ptr<SharedMaskCache> masks = std::make_unique<SharedMaskCache>();
 };
 
 class GrammarMatcher {
@@ -76,6 +97,8 @@ class GrammarMatcher {
   int32_t walk_state(const State& s);
   int32_t walk_next(int32_t state, uint8_t b);
   void clear_walk();
+  // The current state as program positions: each stack top to bottom, stacks sorted.
+  std::vector<int32_t> portable_key() const;
   void begin_temp();
   void end_temp();
 
