@@ -109,6 +109,12 @@ const CodepointRanges& unicode_class(char which) {
       digit.push_back(r);
     digit = normalize(digit);
     word = scan_class("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]");
+    // CJK extensions H (Unicode 15.0) and I (15.1), and the newer digits: letters and digits
+    // that this PCRE2 does not know yet.
+    word.push_back({0x31350, 0x323AF});
+    word.push_back({0x2EBF0, 0x2EE5D});
+    word.insert(word.end(), digit.begin(), digit.end());
+    word = normalize(word);
     for (uint32_t cp = 0; cp <= 0x3000; ++cp)
       if (tok::is_whitespace(static_cast<char32_t>(cp))) {
         if (!space.empty() && space.back().second + 1 == cp) space.back().second = cp;

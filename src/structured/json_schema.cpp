@@ -270,6 +270,21 @@ class SchemaCompiler {
     return Symbol::rule(char_);
   }
 
+  // A key of additionalProperties next to listed properties: llguidance spells these with
+  // any \uXXXX escape.
+  Symbol free_key() {
+    string_char();
+    const int r = g_.new_rule("json_key_char");
+    g_.add_alt(r, {Symbol::rule(char_)});
+    ByteSet hex;
+    hex.add_range('0', '9');
+    hex.add_range('a', 'f');
+    hex.add_range('A', 'F');
+    const Symbol h = g_.cls(hex);
+    g_.add_alt(r, {g_.byte('\\'), g_.byte('u'), h, h, h, h});
+    return g_.seq({g_.byte('"'), g_.star(Symbol::rule(r)), g_.byte('"')});
+  }
+
   Symbol string_sym(int min, int max) {
     const Symbol body = min <= 0 && max < 0 ? g_.star(string_char())
                                             : g_.repeat(string_char(), std::max(min, 0), max);
@@ -420,7 +435,8 @@ class SchemaCompiler {
     std::optional<Symbol> extra;
     const ojson add = s.contains("additionalProperties") ? s["additionalProperties"] : ojson(true);
     if (!(add.is_boolean() && !add.get<bool>()))
-      extra = g_.seq({string_sym(-1, -1), ws_, g_.byte(':'), ws_, compile(add, depth + 1)});
+      extra = g_.seq({names.empty() ? string_sym(-1, -1) : free_key(), ws_, g_.byte(':'), ws_,
+                      compile(add, depth + 1)});
     const Symbol comma = g_.seq({ws_, g_.byte(','), ws_});
     // first[i]: nothing written yet, properties i.. remain; rest[i]: something written.
     const int n = static_cast<int>(names.size());
