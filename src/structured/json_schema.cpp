@@ -276,12 +276,18 @@ class SchemaCompiler {
     string_char();
     const int r = g_.new_rule("json_key_char");
     g_.add_alt(r, {Symbol::rule(char_)});
-    ByteSet hex;
-    hex.add_range('0', '9');
-    hex.add_range('a', 'f');
-    hex.add_range('A', 'F');
-    const Symbol h = g_.cls(hex);
-    g_.add_alt(r, {g_.byte('\\'), g_.byte('u'), h, h, h, h});
+    const auto set = [&](const char* chars) {
+      ByteSet b;
+      for (const char* c = chars; *c; ++c) b.add(static_cast<uint8_t>(*c));
+      return g_.cls(b);
+    };
+    const Symbol h = set("0123456789abcdefABCDEF");
+    const Symbol u = g_.seq({g_.byte('\\'), g_.byte('u')});
+    const Symbol d = set("dD");
+    // Not a surrogate; or a high surrogate and then a low one.
+    g_.add_alt(r, {u, set("0123456789abcABCeEfF"), h, h, h});
+    g_.add_alt(r, {u, d, set("01234567"), h, h});
+    g_.add_alt(r, {u, d, set("89abAB"), h, h, u, d, set("cdefCDEF"), h, h});
     return g_.seq({g_.byte('"'), g_.star(Symbol::rule(r)), g_.byte('"')});
   }
 
