@@ -182,6 +182,8 @@ def test_openai_sdk_parse_with_pydantic(client):
     ({"guided_choice": []}, "guided_choice"),
     ({"guided_regex": "a", "guided_choice": ["a"]}, "only one"),
     ({"guided_json": "{not json"}, "guided_json"),
+    ({"guided_regex": "a{100000}"}, "repetition bound"),
+    ({"guided_json": {"$ref": "#"}}, "left recursion"),
 ])
 def test_uncompilable_constraints_are_a_400(server, body, what):
     for path, extra in (("/v1/completions", {"prompt": "x"}),
