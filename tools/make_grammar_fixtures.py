@@ -5,6 +5,13 @@ token. tests/structured/test_mask_oracle.cpp replays the walks and requires iden
 
     .venv/bin/python tools/make_grammar_fixtures.py [--walks 10] [--steps 32]
         [--gguf models/SmolLM2-135M-Instruct.Q4_1.gguf] [--out tests/structured/data/grammar_walks.json]
+    .venv/bin/python tools/make_grammar_fixtures.py --chains 100 --steps 32 \
+        --out tests/structured/data/grammar_chains.json
+
+The first form stores every walk's tokens and every mask (a failing step is named). The second
+stores, per walk, only the number of masks and a hash chained over them: the walk's tokens come
+from a splitmix64 stream (seeded per walk) over the ascending allowed ids, so the C++ test
+retraces the same walk from its own masks, as long as they are llguidance's.
 
 Sets are stored as "size:hash" (hash: the sum mod 2^64 of splitmix64's finalizer of every id)
 to keep the fixture small. The tokenizer is the GGUF's vocabulary: token bytes by the GPT-2 byte alphabet,
@@ -125,6 +132,42 @@ def walk(tok, grammar, eos, n_vocab, rng, max_steps):
     return {"tokens": tokens, "masks": masks}
 
 
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    """One output of splitmix64 from state x: (new state, value). Shared with the C++ test."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    z = x
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x, z ^ (z >> 31)
+
+
+def chain_walk(tok, grammar, eos, n_vocab, seed, max_steps):
+    """A walk whose token choices come from a splitmix64 stream seeded by `seed` over the
+    ascending allowed ids, so the C++ test can retrace it from its own masks; returns the
+    number of masks and a hash chained over every mask's size and set hash."""
+    m = LLMatcher(tok, grammar, log_level=0)
+    if m.is_error():
+        raise RuntimeError(m.get_error())
+    state, chain, steps = seed, 0, 0
+    for _ in range(max_steps):
+        ids = allowed(m, n_vocab)
+        steps += 1
+        chain = splitmix64(chain ^ int(set_hash(ids), 16) ^ (len(ids) << 40))[1]
+        if len(ids) == 0:
+            break
+        others = ids[ids != eos]
+        state, r = splitmix64(state)
+        if len(others) < len(ids) and (len(others) == 0 or (r >> 11) * 2.0 ** -53 < 0.2):
+            break
+        state, r = splitmix64(state)
+        t = int(others[r % len(others)])
+        assert m.consume_token(t), m.get_error()
+    return [steps, f"{chain:016x}"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gguf", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -133,6 +176,8 @@ def main():
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--chains", type=int, default=0,
+                    help="instead: this many seeded walks per grammar, one chained hash each")
     args = ap.parse_args()
     g = GgufTokens(args.gguf)
     n_vocab = len(g.tokens)
@@ -143,6 +188,13 @@ def main():
         if args.only and name not in args.only.split(","):
             continue
         grammar = ll_grammar(kind, text)
+        if args.chains:
+            chains = [chain_walk(tok, grammar, g.eos_token_id, n_vocab,
+                                 (args.seed << 32) ^ (len(out_cases) << 16) ^ i, args.steps)
+                      for i in range(args.chains)]
+            out_cases.append({"name": name, "kind": kind, "text": text, "chains": chains})
+            print(name, sum(c[0] for c in chains), "masks", file=sys.stderr)
+            continue
         walks = [walk(tok, grammar, g.eos_token_id, n_vocab, rng, args.steps) for _ in range(args.walks)]
         out_cases.append({"name": name, "kind": kind, "text": text, "walks": walks})
         print(name, sum(len(w["tokens"]) for w in walks), "tokens", file=sys.stderr)
@@ -150,7 +202,8 @@ def main():
         "tool": "llguidance", "version": llguidance.__version__ if hasattr(llguidance, "__version__") else
         __import__("importlib.metadata").metadata.version("llguidance"),
         "tokenizer": os.path.basename(args.gguf), "eos": g.eos_token_id, "n_vocab": n_vocab,
-        "walks_per_case": args.walks, "max_steps": args.steps, "seed": args.seed,
+        "walks_per_case": args.chains or args.walks, "max_steps": args.steps, "seed": args.seed,
+        "walk_seed": "(seed << 32) ^ (case index << 16) ^ walk index" if args.chains else None,
         "mask": "size:sum(splitmix64_finalizer(id)) mod 2^64", "tolerance": "identical sets",
         "command": "tools/make_grammar_fixtures.py " + " ".join(sys.argv[1:]),
     }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -42,6 +43,14 @@ std::string set_key(const std::vector<uint32_t>& mask, int n_vocab) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%d:%016llx", count, static_cast<unsigned long long>(h));
   return buf;
+}
+
+std::pair<uint64_t, uint64_t> splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  uint64_t z = x;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return {x, z ^ (z >> 31)};
 }
 
 OutputConstraint constraint(const std::string& kind, const std::string& text) {
@@ -155,5 +164,76 @@ TEST(MaskOracle, LlguidanceWalksSmolLM2) {
               "compile %.1f ms total; mask %.3f ms per token (vocab %d)\n",
               cases, walks, steps, failed.size(), compile_seconds * 1e3,
               steps ? mask_seconds * 1e3 / steps : 0.0, n_vocab);
+  for (const auto& s : failed) ADD_FAILURE() << s;
+}
+
+// The compact form: per walk only the number of masks and a hash chained over them; the walk's
+// tokens come from a seeded splitmix64 stream over the ascending allowed ids, as
+// tools/make_grammar_fixtures.py --chains drew them from llguidance's masks, so equal chains
+// mean every mask of every walk was equal.
+TEST(MaskOracle, LlguidanceChainedWalksSmolLM2) {
+  if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " missing";
+  const char* env = std::getenv("VLLM_GRAMMAR_CHAINS");
+  const std::string path = env ? env : "tests/structured/data/grammar_chains.json";
+  std::ifstream f(path);
+  ASSERT_TRUE(f) << path;
+  const auto fixture = nlohmann::json::parse(f);
+  const auto& manifest = fixture["manifest"];
+  auto tok = load_tokenizer(kSmol);
+  const int n_vocab = manifest["n_vocab"].get<int>();
+  const int32_t eos = manifest["eos"].get<int32_t>();
+  const int max_steps = manifest["max_steps"].get<int>();
+  const uint64_t seed = manifest["seed"].get<uint64_t>();
+  auto vocab = TokenVocab::from_tokenizer(*tok, {eos}, n_vocab);
+  std::vector<uint32_t> mask(vocab->mask_words());
+  std::vector<int32_t> others;
+  int walks = 0, masks = 0, grammars = 0;
+  std::vector<std::string> failed;
+  const auto& cases = fixture["cases"];
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const auto& c = cases[ci];
+    auto g = compile(constraint(c["kind"], c["text"]), vocab);
+    ++grammars;
+    for (size_t wi = 0; wi < c["chains"].size(); ++wi) {
+      ++walks;
+      GrammarMatcher m(g);
+      uint64_t state = (seed << 32) ^ (uint64_t(ci) << 16) ^ wi, chain = 0;
+      int steps = 0;
+      for (int k = 0; k < max_steps; ++k) {
+        m.fill_mask(mask);
+        ++steps;
+        uint64_t h = 0;
+        int count = 0;
+        bool eos_ok = false;
+        others.clear();
+        for (int t = 0; t < n_vocab; ++t) {
+          if (!((mask[t >> 5] >> (t & 31)) & 1)) continue;
+          ++count;
+          h += splitmix64(static_cast<uint64_t>(t)).second;
+          if (t == eos) eos_ok = true;
+          else others.push_back(t);
+        }
+        chain = splitmix64(chain ^ h ^ (uint64_t(count) << 40)).second;
+        if (count == 0) break;
+        uint64_t r;
+        std::tie(state, r) = splitmix64(state);
+        if (eos_ok && (others.empty() || double(r >> 11) * 0x1.0p-53 < 0.2)) break;
+        std::tie(state, r) = splitmix64(state);
+        if (!m.accept_token(others[r % others.size()])) break;
+      }
+      masks += steps;
+      char buf[20];
+      std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(chain));
+      const auto& want = c["chains"][wi];
+      if (want[0].get<int>() != steps || want[1].get<std::string>() != buf) {
+        failed.push_back(c["name"].get<std::string>() + " walk " + std::to_string(wi) +
+                         ": llguidance " + std::to_string(want[0].get<int>()) + " masks " +
+                         want[1].get<std::string>() + ", ours " + std::to_string(steps) + " " + buf);
+        break;  // one per grammar
+      }
+    }
+  }
+  std::printf("mask oracle (chained): %d grammars, %d walks, %d masks; %zu grammars differ\n",
+              grammars, walks, masks, failed.size());
   for (const auto& s : failed) ADD_FAILURE() << s;
 }
