@@ -4,6 +4,7 @@ choice it is one of the choices; at temperature 0 and 1, streamed, with n > 1, t
 request form (response_format, structured_outputs, guided_*), and a schema the server cannot
 compile is a 400 naming the problem."""
 import json
+import pathlib
 import re
 
 import jsonschema
@@ -191,3 +192,30 @@ def test_uncompilable_constraints_are_a_400(server, body, what):
         r = post(server, path, max_tokens=4, **extra, **body)
         assert r.status_code == 400, r.text
         assert what in r.json()["error"]["message"], r.json()
+
+
+GEMMA = pathlib.Path(__file__).resolve().parents[2] / "models" / "gemma-3-270m-q4_k_m.gguf"
+
+
+@pytest.fixture(scope="module")
+def gemma(binary):
+    if not GEMMA.exists():
+        pytest.skip(f"{GEMMA} absent (scripts/test.sh fetches it)")
+    srv = ServerProcess(binary, str(GEMMA), "--seed", "0").wait_ready(timeout=120)
+    yield srv
+    assert srv.stop() == 0
+
+
+def test_sentencepiece_vocabulary_gemma(gemma):
+    """Gemma-3's SentencePiece vocabulary (a leading space is '▁', bytes are <0xAB> tokens)."""
+    options = ["café", "thé", " über"]
+    for temperature in (0, 1):
+        r = post(gemma, "/v1/completions", prompt="Café or thé?", max_tokens=10, n=3, seed=3,
+                 temperature=temperature, guided_choice=options)
+        assert r.status_code == 200, r.text
+        for text in finished_texts(r.json()["choices"]):
+            assert text in options
+        r = post(gemma, "/v1/completions", prompt="Call me at", max_tokens=30, n=3, seed=4,
+                 temperature=temperature, guided_regex=PHONE)
+        for text in finished_texts(r.json()["choices"]):
+            assert re.fullmatch(PHONE, text), text
