@@ -116,7 +116,7 @@ class SchemaCompiler {
         "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
         "exclusiveMaximum", "$ref", "$defs", "definitions", "title", "description", "default",
         "examples", "$schema", "$id", "$comment", "deprecated", "readOnly", "writeOnly",
-        "x-guidance", "strict", "name", "nullable", "discriminator", "example", "markdownDescription"};
+        "x-guidance", "strict", "name", "example", "markdownDescription"};
     for (const auto& [k, v] : s.items())
       if (!known.count(k)) unsupported("the keyword '" + k + "'");
     if (s.contains("$ref")) {
