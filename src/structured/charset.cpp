@@ -44,6 +44,30 @@ void split(GrammarBuilder& g, uint32_t lo, uint32_t hi, std::vector<Seq>& out) {
   out.push_back(std::move(s));
 }
 
+// The sequences as a trie of rules: those that start with the same byte class share it, so a
+// matcher follows one path per lead byte instead of one per sequence.
+Symbol merge_prefixes(GrammarBuilder& g, const std::vector<Seq>& seqs, size_t depth) {
+  std::vector<Seq> alts;
+  std::vector<std::pair<int32_t, std::vector<Seq>>> groups;  // first class -> the rests
+  for (const Seq& s : seqs) {
+    if (s.size() == depth) {
+      alts.push_back({});
+      continue;
+    }
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& gr) { return gr.first == s[depth].id; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {s[depth].id, {}});
+    it->second.push_back(s);
+  }
+  for (auto& [cls, rest] : groups) {
+    const bool all_end = std::all_of(rest.begin(), rest.end(),
+                                     [&](const Seq& s) { return s.size() == depth + 1; });
+    if (all_end) alts.push_back({Symbol::bytes(cls)});
+    else alts.push_back({Symbol::bytes(cls), merge_prefixes(g, rest, depth + 1)});
+  }
+  return g.rule_of("chars", std::move(alts));
+}
+
 }  // namespace
 
 std::string utf8_encode(uint32_t cp) {
@@ -183,7 +207,7 @@ Symbol codepoints(GrammarBuilder& g, const CodepointRanges& r, const std::string
   }
   if (!ascii.empty()) alts.insert(alts.begin(), Seq{g.cls(ascii)});
   if (alts.size() == 1 && alts[0].size() == 1) return alts[0][0];
-  return g.rule_of("chars", std::move(alts));
+  return merge_prefixes(g, alts, 0);
 }
 
 }  // namespace vllm::structured

@@ -216,17 +216,20 @@ int32_t GrammarMatcher::walk_state(const State& s) {
   std::vector<int32_t> key = s.stacks;
   key.push_back(s.accept ? -1 : -2);
   auto [it, fresh] = walk_ids_.emplace(std::move(key), static_cast<int32_t>(walk_states_.size()));
-  if (fresh) walk_states_.push_back({s, allowed_bytes(s)});
+  if (fresh) {
+    walk_states_.push_back({s, allowed_bytes(s)});
+    walk_next_.resize(walk_states_.size() * 256, -2);
+  }
   return it->second;
 }
 
 int32_t GrammarMatcher::walk_next(int32_t state, uint8_t b) {
-  const uint64_t key = (uint64_t(uint32_t(state)) << 8) | b;
-  if (auto it = walk_next_.find(key); it != walk_next_.end()) return it->second;
+  const size_t slot = size_t(state) * 256 + b;
+  if (walk_next_[slot] != -2) return walk_next_[slot];
   advance(walk_states_[state].state, b, scratch_);
   const int32_t next =
       scratch_.stacks.empty() && !scratch_.accept ? -1 : walk_state(scratch_);
-  walk_next_.emplace(key, next);
+  walk_next_[slot] = next;  // walk_state may have grown the table: index again
   return next;
 }
 

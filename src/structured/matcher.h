@@ -127,7 +127,7 @@ class GrammarMatcher {
   };
   std::vector<WalkState> walk_states_;
   std::unordered_map<std::vector<int32_t>, int32_t, StackHash> walk_ids_;
-  std::unordered_map<uint64_t, int32_t> walk_next_;  // (state << 8 | byte) -> state, -1 dead
+  std::vector<int32_t> walk_next_;  // [state * 256 + byte] -> state; -1 dead, -2 not yet known
   State scratch_;
   std::map<std::vector<int32_t>, std::vector<uint32_t>> mask_cache_;
 };
