@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     structured::GrammarCache cache(structured::TokenVocab::from_tokenizer(
         *m.tokenizer, m.model->config().eos_token_ids, m.model->config().vocab_size));
     const auto t_compile = Clock::now();
-    auto grammar = cache.get({structured::OutputConstraint::Kind::kJsonSchema, kSchema, {}});
+    auto grammar = cache.get({structured::OutputConstraint::Kind::kJsonSchema, kSchema, {}, {}});
     const double compile_s = seconds(t_compile);
     EngineConfig cfg;
     cfg.max_model_len = 512;
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     const double t_without = run(false, without);
     // A fresh compile, so the replay does not find the masks the run left in the grammar's
     // shared cache; its requests share one as the run's did.
-    grammar = structured::compile({structured::OutputConstraint::Kind::kJsonSchema, kSchema, {}},
+    grammar = structured::compile({structured::OutputConstraint::Kind::kJsonSchema, kSchema, {}, {}},
                                   cache.vocab());
     double mask_s = 0;
     size_t tokens = 0;

@@ -114,7 +114,7 @@ void reject_unsupported(const ojson& body) {
   // Structural tags, whitespace patterns, prefix-cache salts, KV transfer, extension
   // arguments, per-request logits processors and multimodal inputs do nothing here: a 400
   // rather than silence. (Structured outputs: output_grammar.)
-  for (const char* f : {"guided_whitespace_pattern", "structural_tag", "suffix", "prompt_embeds",
+  for (const char* f : {"structural_tag", "suffix", "prompt_embeds",
                         "cache_salt", "kv_transfer_params"}) {
     if (set(body, f))
       throw bad_request(std::string("'") + f + "' is not supported by this server", f);

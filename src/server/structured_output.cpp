@@ -56,7 +56,7 @@ struct Found {
 
 void add(std::vector<Found>& found, Kind kind, std::string field, std::string text,
          std::vector<std::string> list = {}) {
-  found.push_back({OutputConstraint{kind, std::move(text), std::move(list)}, std::move(field)});
+  found.push_back({OutputConstraint{kind, std::move(text), std::move(list), {}}, std::move(field)});
 }
 
 }  // namespace
@@ -64,6 +64,10 @@ void add(std::vector<Found>& found, Kind kind, std::string field, std::string te
 std::shared_ptr<const structured::CompiledGrammar> output_grammar(const ojson& body,
                                                                   const ServingContext& ctx) {
   std::vector<Found> found;
+  structured::JsonOptions options;  // structured_outputs' options and guided_whitespace_pattern
+  if (present(body, "guided_whitespace_pattern"))
+    options.whitespace_pattern =
+        string_field(body["guided_whitespace_pattern"], "guided_whitespace_pattern");
   if (present(body, "response_format")) {
     const ojson& rf = body["response_format"];
     const std::string type = rf["type"].get<std::string>();  // checked by reject_unsupported
@@ -90,11 +94,15 @@ std::shared_ptr<const structured::CompiledGrammar> output_grammar(const ojson& b
       else if (k == "grammar") add(found, Kind::kGrammar, f, string_field(v, f));
       else if (k == "json_object") {
         if (v.is_boolean() && v.get<bool>()) add(found, Kind::kJsonObject, f, "");
-      } else if (k == "disable_fallback" || k == "disable_any_whitespace" ||
-                 k == "disable_additional_properties" || k == "whitespace_pattern" ||
-                 k == "structural_tag") {
-        if (!(v.is_boolean() && !v.get<bool>()))
-          throw bad_request("'" + f + "' is not supported by this server", f);
+      } else if (k == "disable_any_whitespace" || k == "disable_additional_properties" ||
+                 k == "disable_fallback") {
+        if (!v.is_boolean()) throw bad_request("'" + f + "' must be a boolean", f);
+        if (k == "disable_any_whitespace") options.any_whitespace = !v.get<bool>();
+        if (k == "disable_additional_properties") options.additional_properties = !v.get<bool>();
+      } else if (k == "whitespace_pattern") {
+        options.whitespace_pattern = string_field(v, f);
+      } else if (k == "structural_tag") {
+        throw bad_request("'" + f + "' is not supported by this server", f);
       } else {
         throw bad_request("'" + f + "' is not a structured_outputs field", f);
       }
@@ -115,6 +123,7 @@ std::shared_ptr<const structured::CompiledGrammar> output_grammar(const ojson& b
                           "' and '" + found[1].field + "'",
                       found[1].field);
   if (!ctx.grammars) throw bad_request("structured output is not available on this server");
+  found[0].c.json = options;
   try {
     return ctx.grammars->get(found[0].c);
   } catch (const Error& e) {

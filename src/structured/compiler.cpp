@@ -14,6 +14,12 @@ std::string OutputConstraint::key() const {
     for (const auto& c : choices) k += std::to_string(c.size()) + ":" + c;
   else
     k += text;
+  if (kind == Kind::kJsonSchema || kind == Kind::kJsonObject) {
+    k.push_back('\n');
+    k.push_back(json.any_whitespace ? '1' : '0');
+    k.push_back(json.additional_properties ? '1' : '0');
+    k.append(json.whitespace_pattern);
+  }
   return k;
 }
 
@@ -25,11 +31,11 @@ std::shared_ptr<const CompiledGrammar> compile(const OutputConstraint& c,
   switch (c.kind) {
     case OutputConstraint::Kind::kJsonSchema:
       kind = "json_schema";
-      root = json_schema_to_grammar(g, c.text);
+      root = json_schema_to_grammar(g, c.text, c.json);
       break;
     case OutputConstraint::Kind::kJsonObject:
       kind = "json_object";
-      root = json_object_grammar(g);
+      root = json_object_grammar(g, c.json);
       break;
     case OutputConstraint::Kind::kRegex:
       kind = "regex";

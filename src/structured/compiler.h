@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "structured/json_schema.h"
 #include "structured/matcher.h"
 
 namespace vllm::structured {
@@ -19,6 +20,7 @@ struct OutputConstraint {
   Kind kind = Kind::kJsonObject;
   std::string text;                  // schema JSON, regex or grammar
   std::vector<std::string> choices;  // kChoice
+  JsonOptions json;                  // kJsonSchema, kJsonObject
   std::string key() const;           // identifies the grammar in the cache
 };
 

@@ -97,10 +97,16 @@ class IntRange {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(GrammarBuilder& g, const ojson& root) : g_(g), root_(root) {
+  SchemaCompiler(GrammarBuilder& g, const ojson& root, const JsonOptions& options)
+      : g_(g), root_(root), options_(options) {
     ByteSet w;
     for (char c : {' ', '\t', '\n', '\r'}) w.add(static_cast<uint8_t>(c));
-    ws_ = g_.star(g_.cls(w));
+    if (!options.whitespace_pattern.empty())
+      ws_ = g_.opt(regex_to_grammar(g_, options.whitespace_pattern));
+    else if (!options.any_whitespace)
+      ws_ = g_.empty();
+    else
+      ws_ = g_.star(g_.cls(w));
   }
 
   Symbol compile(const ojson& s, int depth = 0) {
@@ -439,7 +445,8 @@ class SchemaCompiler {
         unsupported("a 'required' property '" + r + "' not listed in 'properties'");
     // Additional properties: any key (not checked against the listed ones), after the listed.
     std::optional<Symbol> extra;
-    const ojson add = s.contains("additionalProperties") ? s["additionalProperties"] : ojson(true);
+    const ojson add = s.contains("additionalProperties") ? s["additionalProperties"]
+                                                         : ojson(options_.additional_properties);
     if (!(add.is_boolean() && !add.get<bool>()))
       extra = g_.seq({names.empty() ? string_sym(-1, -1) : free_key(), ws_, g_.byte(':'), ws_,
                       compile(add, depth + 1)});
@@ -472,6 +479,7 @@ class SchemaCompiler {
 
   GrammarBuilder& g_;
   const ojson& root_;
+  JsonOptions options_;
   Symbol ws_;
   int any_ = -1, char_ = -1;
   std::map<std::string, int> refs_;
@@ -479,7 +487,8 @@ class SchemaCompiler {
 
 }  // namespace
 
-Symbol json_schema_to_grammar(GrammarBuilder& g, std::string_view schema_json) {
+Symbol json_schema_to_grammar(GrammarBuilder& g, std::string_view schema_json,
+                              const JsonOptions& options) {
   ojson schema;
   try {
     schema = ojson::parse(schema_json);
@@ -488,13 +497,13 @@ Symbol json_schema_to_grammar(GrammarBuilder& g, std::string_view schema_json) {
   }
   if (schema.is_object() && schema.contains("x-guidance"))
     unsupported("'x-guidance' settings");
-  SchemaCompiler c(g, schema);
+  SchemaCompiler c(g, schema, options);
   return c.compile(schema);
 }
 
-Symbol json_object_grammar(GrammarBuilder& g) {
+Symbol json_object_grammar(GrammarBuilder& g, const JsonOptions& options) {
   const ojson empty = ojson::object();
-  SchemaCompiler c(g, empty);
+  SchemaCompiler c(g, empty, options);
   return c.object_any();
 }
 

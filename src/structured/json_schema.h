@@ -7,14 +7,24 @@
 // $ref to #, #/$defs/... and #/definitions/.... Anything else that constrains is an Error
 // naming the keyword.
 #pragma once
+#include <string>
 #include <string_view>
 
 #include "structured/grammar.h"
 
 namespace vllm::structured {
 
-Symbol json_schema_to_grammar(GrammarBuilder& g, std::string_view schema_json);
+// vLLM's structured_outputs options for JSON.
+struct JsonOptions {
+  bool any_whitespace = true;          // false: compact JSON, no whitespace at all
+  std::string whitespace_pattern;      // non-empty: a regex matched at most once where
+                                       // whitespace may go (instead of any whitespace)
+  bool additional_properties = true;   // the default of additionalProperties when absent
+};
+
+Symbol json_schema_to_grammar(GrammarBuilder& g, std::string_view schema_json,
+                              const JsonOptions& options = {});
 // Any JSON object (response_format json_object).
-Symbol json_object_grammar(GrammarBuilder& g);
+Symbol json_object_grammar(GrammarBuilder& g, const JsonOptions& options = {});
 
 }  // namespace vllm::structured

@@ -74,9 +74,9 @@ TEST(StructuredEngine, BatchedChunkedPreemptedEqualsAloneSmolLM2) {
   structured::GrammarCache cache(structured::TokenVocab::from_tokenizer(
       *m.tokenizer, m.model->config().eos_token_ids, m.model->config().vocab_size));
   std::map<std::string, std::shared_ptr<const structured::CompiledGrammar>> grammars;
-  grammars["json"] = cache.get({OutputConstraint::Kind::kJsonSchema, kSchema, {}});
-  grammars["regex"] = cache.get({OutputConstraint::Kind::kRegex, kRegex, {}});
-  grammars["choice"] = cache.get({OutputConstraint::Kind::kChoice, "", kChoices});
+  grammars["json"] = cache.get({OutputConstraint::Kind::kJsonSchema, kSchema, {}, {}});
+  grammars["regex"] = cache.get({OutputConstraint::Kind::kRegex, kRegex, {}, {}});
+  grammars["choice"] = cache.get({OutputConstraint::Kind::kChoice, "", kChoices, {}});
   const std::vector<std::string> kinds = {"json", "regex", "choice", "none"};
 
   struct Req {

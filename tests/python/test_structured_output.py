@@ -173,6 +173,35 @@ def test_openai_sdk_parse_with_pydantic(client):
     jsonschema.validate(json.loads(msg.content), Weather.model_json_schema())
 
 
+def test_json_layout_options(server):
+    """vLLM's structured_outputs options: no whitespace at all, a whitespace pattern, and
+    additionalProperties false by default."""
+    open_schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+                                                    "age": {"type": "integer", "minimum": 0,
+                                                            "maximum": 99}},
+                   "required": ["name", "age"]}
+    for options, layout in (({"disable_any_whitespace": True}, None),
+                            ({"whitespace_pattern": "[ ]?"}, r"[ ]?"),
+                            ({"disable_additional_properties": True}, None)):
+        choices = chat(server, "A person as JSON.", temperature=0, max_tokens=100,
+                       structured_outputs={"json": open_schema, **options})
+        text = finished_texts(choices)[0]
+        value = json.loads(text)
+        closed = "disable_additional_properties" in options
+        jsonschema.validate(value, {**open_schema, "additionalProperties": not closed})
+        if "disable_any_whitespace" in options:
+            assert text == json.dumps(value, separators=(",", ":"), ensure_ascii=False), text
+        if layout:  # at most single spaces between the JSON tokens
+            outside = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+            assert re.fullmatch(r'[^\s]*( [^\s]+)*', outside), text
+    r = post(server, "/v1/completions", prompt="x", max_tokens=20, guided_whitespace_pattern="\n",
+             guided_json={"type": "array", "items": {"type": "integer"}, "minItems": 2})
+    assert r.status_code == 200, r.text
+    text = r.json()["choices"][0]["text"]
+    if r.json()["choices"][0]["finish_reason"] == "stop":
+        assert re.fullmatch(r"\[\n?-?\d+\n?(,\n?-?\d+\n?)+\]", text), text
+
+
 @pytest.mark.parametrize("body,what", [
     ({"guided_json": {"type": "object", "not": {"required": ["a"]}}}, "'not'"),
     ({"response_format": {"type": "json_schema",

@@ -61,7 +61,7 @@ TEST(Regex, Basics) {
 }
 
 TEST(Regex, UnsupportedIsAnErrorNamingIt) {
-  OutputConstraint c{OutputConstraint::Kind::kRegex, "(?=a)b", {}};
+  OutputConstraint c{OutputConstraint::Kind::kRegex, "(?=a)b", {}, {}};
   try {
     compile(c, byte_vocab());
     FAIL();
@@ -121,7 +121,7 @@ TEST(JsonSchema, IntegerBounds) {
 }
 
 TEST(JsonSchema, UnsupportedKeywordIsNamed) {
-  OutputConstraint c{OutputConstraint::Kind::kJsonSchema, R"({"type":"object","not":{}})", {}};
+  OutputConstraint c{OutputConstraint::Kind::kJsonSchema, R"({"type":"object","not":{}})", {}, {}};
   try {
     compile(c, byte_vocab());
     FAIL();
@@ -174,7 +174,7 @@ TEST(Matcher, TokensEosAndRollback) {
 // then ends that completion), never unbounded work.
 TEST(Matcher, AmbiguityIsBounded) {
   OutputConstraint c{OutputConstraint::Kind::kGrammar,
-                     "root ::= s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"\"", {}};
+                     "root ::= s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"\"", {}, {}};
   GrammarMatcher m(compile(c, byte_vocab()));
   EXPECT_THROW(m.accept_bytes(std::string(40, 'a')), Error);
 }
