@@ -1,6 +1,7 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "runtime/ops.h"
 #include "util/check.h"
@@ -16,7 +17,10 @@ ModelRunner::ModelRunner(const DecoderModel& model, int num_blocks, int block_si
 void ModelRunner::add_request(const std::string& id, RunnerRequest request) {
   SamplerState sampler(request.params, request.prompt, request.seed);
   remove_request(id);
-  states_.emplace(id, State{std::move(request), std::move(sampler), {}, false});
+  std::unique_ptr<structured::GrammarMatcher> matcher;
+  if (request.params.grammar)
+    matcher = std::make_unique<structured::GrammarMatcher>(request.params.grammar);
+  states_.emplace(id, State{std::move(request), std::move(sampler), {}, false, std::move(matcher), {}, false});
 }
 
 void ModelRunner::remove_request(const std::string& id) {
@@ -133,7 +137,37 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
       continue;
     }
     std::span<float> l(logits.data<float>() + int64_t(row) * vocab, vocab);
-    SampleResult r = sample(l, st.request.params, st.sampler, eos_ids_);
+    // Only the row a request samples from gets a grammar mask: a prefill chunk that samples
+    // nothing never reaches here.
+    std::span<const uint32_t> mask;
+    if (st.matcher) {
+      st.mask.resize(st.matcher->grammar().vocab->mask_words());
+      try {
+        if (st.grammar_failed) throw Error("the grammar already failed");
+        st.matcher->fill_mask(st.mask);
+      } catch (const Error& e) {
+        // A grammar past its parse limit: the completion ends here (EOS only) rather than
+        // going on unconstrained or stalling the step.
+        if (!st.grammar_failed)
+          std::fprintf(stderr, "structured output of request %s stopped: %s\n",
+                       s.request_id.c_str(), e.what());
+        st.grammar_failed = true;
+        std::fill(st.mask.begin(), st.mask.end(), 0u);
+        for (int32_t t : eos_ids_)
+          if (t >= 0 && (t >> 5) < static_cast<int32_t>(st.mask.size()))
+            st.mask[t >> 5] |= uint32_t(1) << (t & 31);
+      }
+      mask = st.mask;
+    }
+    SampleResult r = sample(l, st.request.params, st.sampler, eos_ids_, mask);
+    // The mask allowed the token, so only a terminated grammar (EOS taken) refuses more.
+    if (st.matcher && !st.grammar_failed && !st.matcher->is_terminated()) {
+      try {
+        st.matcher->accept_token(r.token);
+      } catch (const Error&) {
+        st.grammar_failed = true;
+      }
+    }
     res.token_ids.push_back(r.token);
     res.chosen = r.chosen;
     res.top = std::move(r.top);

@@ -10,6 +10,7 @@
 #include "engine/input_batch.h"
 #include "model/decoder.h"
 #include "model/sampler.h"
+#include "structured/matcher.h"
 
 namespace vllm {
 
@@ -48,6 +49,11 @@ class ModelRunner {
     // Prompt logprobs of chunks computed so far, handed out with the first sampled token.
     std::vector<std::pair<TokenLogprob, std::vector<TokenLogprob>>> prompt_logprobs;
     bool prompt_logprobs_sent = false;  // a recompute after preemption must not repeat them
+    // With a grammar: the sequence's position in it, advanced by every sampled token (it
+    // outlives preemption, as the output tokens do) and the mask scratch.
+    std::unique_ptr<structured::GrammarMatcher> matcher;
+    std::vector<uint32_t> mask;
+    bool grammar_failed = false;  // past a matcher limit: only EOS from then on
     bool wants_prompt_logprobs() const {
       return request.params.prompt_logprobs.has_value() && !prompt_logprobs_sent;
     }

@@ -45,6 +45,23 @@ void apply_bad_words(std::span<float> logits, const SamplingParams& p,
   }
 }
 
+// Disallowed tokens to -inf; when that leaves nothing finite, the first allowed token.
+void apply_mask(std::span<float> logits, std::span<const uint32_t> mask) {
+  const size_t n = logits.size();
+  bool any = false;
+  int32_t first = -1;
+  for (size_t t = 0; t < n; ++t) {
+    const bool ok = (t >> 5) < mask.size() && ((mask[t >> 5] >> (t & 31)) & 1);
+    if (!ok) {
+      logits[t] = kNegInf;
+    } else {
+      if (first < 0) first = static_cast<int32_t>(t);
+      any |= logits[t] > kNegInf;
+    }
+  }
+  if (!any && first >= 0) logits[first] = 0.0f;
+}
+
 }  // namespace
 
 SamplerState::SamplerState(const SamplingParams& params, std::span<const int32_t> prompt,
@@ -86,7 +103,7 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int k) {
 }
 
 SampleResult sample(std::span<float> logits, const SamplingParams& p, SamplerState& st,
-                    std::span<const int32_t> eos_ids) {
+                    std::span<const int32_t> eos_ids, std::span<const uint32_t> allowed_mask) {
   SampleResult res;
   std::vector<float> raw;
   if (p.logprobs) raw.assign(logits.begin(), logits.end());
@@ -104,6 +121,7 @@ SampleResult sample(std::span<float> logits, const SamplingParams& p, SamplerSta
     for (int32_t t : p.stop_token_ids) logits[t] = kNegInf;
   }
   apply_penalties(logits, p, st.output_counts_, st.prompt_);
+  if (!allowed_mask.empty()) apply_mask(logits, allowed_mask);
 
   if (p.greedy()) {
     res.token = argmax(logits);

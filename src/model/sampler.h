@@ -38,7 +38,7 @@ class SamplerState {
 
  private:
   friend SampleResult sample(std::span<float>, const SamplingParams&, SamplerState&,
-                             std::span<const int32_t>);
+                             std::span<const int32_t>, std::span<const uint32_t>);
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int> output_counts_;
   std::vector<int32_t> prompt_;  // sorted, unique (repetition penalty)
@@ -46,9 +46,12 @@ class SamplerState {
 };
 
 // Samples one token; `logits` (one row, vocab wide) is used as scratch and modified.
-// eos_ids are masked until min_tokens outputs exist.
+// eos_ids are masked until min_tokens outputs exist. allowed_mask (bit t of word t / 32: token
+// t may follow; empty: no mask) is a grammar's, applied after every other edit so that nothing
+// re-enables a token; if it leaves no finite logit, its first allowed token is taken.
 SampleResult sample(std::span<float> logits, const SamplingParams& params, SamplerState& state,
-                    std::span<const int32_t> eos_ids);
+                    std::span<const int32_t> eos_ids,
+                    std::span<const uint32_t> allowed_mask = {});
 
 // The index of the largest logit (the lowest index among equals).
 int32_t argmax(std::span<const float> logits);

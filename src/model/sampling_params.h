@@ -2,11 +2,15 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace vllm {
+namespace structured {
+struct CompiledGrammar;
+}
 
 struct SamplingParams {
   int n = 1;
@@ -30,6 +34,9 @@ struct SamplingParams {
   std::optional<int> logprobs;             // top logprobs per generated token
   std::optional<int> prompt_logprobs;
   bool skip_special_tokens = true;
+  // Structured output: the grammar every completion must follow (compiled by the frontend,
+  // shared); each sequence keeps its own matcher in the model runner.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
 
   bool greedy() const { return temperature < 1e-5f; }
   // Nothing edits or reports the distribution beyond temperature, top-k, top-p and min-p:
@@ -37,7 +44,7 @@ struct SamplingParams {
   bool plain() const {
     return presence_penalty == 0.0f && frequency_penalty == 0.0f && repetition_penalty == 1.0f &&
            min_tokens == 0 && bad_words_ids.empty() && logit_bias.empty() &&
-           allowed_token_ids.empty() && !logprobs && !prompt_logprobs;
+           allowed_token_ids.empty() && !logprobs && !prompt_logprobs && !grammar;
   }
   bool plain_greedy() const { return greedy() && plain(); }
 };

@@ -546,6 +546,8 @@ int run_server(ServerConfig config) {
   ctx.max_model_len = core->max_model_len();
   ctx.vocab_size = model.config().vocab_size;
   ctx.tokenizer = model.tokenizer.get();
+  ctx.grammars = std::make_unique<structured::GrammarCache>(structured::TokenVocab::from_tokenizer(
+      *model.tokenizer, model.config().eos_token_ids, model.config().vocab_size));
   ctx.start_time = unix_time();
   if (std::string warn = load_chat_template(cfg, *model.tokenizer, ctx.chat_template); !warn.empty())
     log_warning(warn);

@@ -111,11 +111,10 @@ void warn_unknown_fields(const ojson& body, bool chat) {
 }
 
 void reject_unsupported(const ojson& body) {
-  // Guided decoding, prefix-cache salts, KV transfer, extension arguments, per-request logits
-  // processors and multimodal inputs do nothing here: a 400 rather than silence.
-  for (const char* f : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                        "guided_decoding_backend", "guided_whitespace_pattern",
-                        "structural_tag", "structured_outputs", "suffix", "prompt_embeds",
+  // Structural tags, whitespace patterns, prefix-cache salts, KV transfer, extension
+  // arguments, per-request logits processors and multimodal inputs do nothing here: a 400
+  // rather than silence. (Structured outputs: output_grammar.)
+  for (const char* f : {"structural_tag", "suffix", "prompt_embeds",
                         "cache_salt", "kv_transfer_params"}) {
     if (set(body, f))
       throw bad_request(std::string("'") + f + "' is not supported by this server", f);
@@ -136,7 +135,8 @@ void reject_unsupported(const ojson& body) {
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
     if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
       throw bad_request("'response_format' must be an object with a 'type'", "response_format");
-    if ((*it)["type"] != "text")
+    const std::string type = (*it)["type"].get<std::string>();
+    if (type != "text" && type != "json_object" && type != "json_schema")
       throw bad_request("response_format type '" + (*it)["type"].get<std::string>() +
                             "' is not supported by this server", "response_format");
   }
@@ -166,6 +166,7 @@ SamplingParams sampling_params(const ojson& body, const ServingContext& ctx,
   }
   if (p.n < 1 || p.n > ctx.config.max_n)
     throw bad_request("'n' must be in [1, " + std::to_string(ctx.config.max_n) + "]", "n");
+  p.grammar = output_grammar(body, ctx);
   return p;
 }
 

@@ -11,6 +11,7 @@
 #include "engine/async_engine.h"
 #include "engine/pooling_engine.h"
 #include "server/metrics.h"
+#include "structured/compiler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -57,6 +58,8 @@ struct ServingContext {
   std::optional<ChatTemplate> chat_template;
   int max_model_len = 0;
   int vocab_size = 0;
+  // Compiled structured-output grammars for the served tokenizer (null: none available).
+  std::unique_ptr<structured::GrammarCache> grammars;
   int64_t start_time = 0;  // unix seconds, for "created" of /v1/models
   Metrics metrics;
   std::atomic<bool> draining{false};   // new generation requests get 503

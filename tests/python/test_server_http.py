@@ -73,7 +73,7 @@ CASES = [
     ("ignore-eos-string", "POST", "/v1/completions", cmpl(ignore_eos="x"), 400),
     ("priority-string", "POST", "/v1/completions", cmpl(priority="high"), 400),
     ("beam-search", "POST", "/v1/completions", cmpl(use_beam_search=True), 400),
-    ("guided-json", "POST", "/v1/completions", cmpl(guided_json={"type": "object"}), 400),
+    ("guided-json-unsupported", "POST", "/v1/completions", cmpl(guided_json={"not": {}}), 400),
     ("deep-nesting", "POST", "/v1/completions", '{"prompt": ' + "[" * 100000 + "]" * 100000 + "}", 400),
     ("invalid-utf8", "POST", "/v1/completions", b'{"prompt": "\xff\xfe"}', 400),
     ("unknown-route", "GET", "/v2/nothing", None, 404),

@@ -296,7 +296,7 @@ TEST_F(ProtocolTest, ChatEchoAndRole) {
 TEST_F(ProtocolTest, FieldsWithoutAnEffectHereAreRefused) {
   const std::map<std::string, std::string> refused = {
       {"cache_salt", R"("x")"},         {"kv_transfer_params", R"({"a": 1})"},
-      {"structural_tag", R"("x")"},     {"guided_decoding_backend", R"("x")"},
+      {"structural_tag", R"("x")"},     {"suffix", R"("x")"},
       {"vllm_xargs", R"({"a": 1})"},    {"logits_processors", R"(["m.P"])"}};
   for (const auto& [f, value] : refused)
     EXPECT_EQ(param_of(R"({"prompt": "x", ")" + f + R"(": )" + value + "}"), f);

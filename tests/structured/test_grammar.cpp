@@ -1,0 +1,180 @@
+// Front ends and matcher on byte strings: each case is a text the construct's own definition
+// (Python re, JSON Schema, GBNF) accepts or rejects.
+#include <gtest/gtest.h>
+
+#include "structured/compiler.h"
+#include "util/check.h"
+
+using namespace vllm;
+using namespace vllm::structured;
+
+namespace {
+
+std::shared_ptr<const TokenVocab> byte_vocab() {
+  // One token per byte, plus an EOS id 256.
+  std::vector<std::optional<std::string>> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  bytes.push_back(std::nullopt);
+  return std::make_shared<TokenVocab>(std::move(bytes), std::vector<int32_t>{256}, 257);
+}
+
+bool full_match(OutputConstraint::Kind kind, const std::string& text, const std::string& input) {
+  OutputConstraint c;
+  c.kind = kind;
+  c.text = text;
+  GrammarMatcher m(compile(c, byte_vocab()));
+  return m.accept_bytes(input) && m.is_accepting();
+}
+
+bool regex(const std::string& re, const std::string& s) {
+  return full_match(OutputConstraint::Kind::kRegex, re, s);
+}
+bool schema(const std::string& js, const std::string& s) {
+  return full_match(OutputConstraint::Kind::kJsonSchema, js, s);
+}
+bool gbnf(const std::string& g, const std::string& s) {
+  return full_match(OutputConstraint::Kind::kGrammar, g, s);
+}
+
+}  // namespace
+
+TEST(Regex, Basics) {
+  EXPECT_TRUE(regex("abc", "abc"));
+  EXPECT_FALSE(regex("abc", "ab"));
+  EXPECT_FALSE(regex("abc", "abcd"));
+  EXPECT_TRUE(regex("a|bc", "bc"));
+  EXPECT_TRUE(regex("(ab)+", "ababab"));
+  EXPECT_FALSE(regex("(ab)+", ""));
+  EXPECT_TRUE(regex("x*", ""));
+  EXPECT_TRUE(regex("\\d{3}-\\d{4}", "555-1234"));
+  EXPECT_FALSE(regex("\\d{3}-\\d{4}", "55-1234"));
+  EXPECT_TRUE(regex("[a-c]{2,3}", "abc"));
+  EXPECT_FALSE(regex("[a-c]{2,3}", "abca"));
+  EXPECT_TRUE(regex("[^a]", "\xC3\xA9"));  // é, one code point
+  EXPECT_FALSE(regex("[^a]", "\xC3"));
+  EXPECT_TRUE(regex(".", "\xF0\x9F\x98\x80"));
+  EXPECT_FALSE(regex(".", "\n"));
+  EXPECT_TRUE(regex("^(?:yes|no)$", "no"));
+  EXPECT_TRUE(regex("a{2,}", "aaaa"));
+  EXPECT_TRUE(regex("\\w+@\\w+\\.com", "me@example.com"));
+  EXPECT_TRUE(regex("[\\-+]?\\d+(\\.\\d+)?", "-3.25"));
+}
+
+TEST(Regex, UnsupportedIsAnErrorNamingIt) {
+  OutputConstraint c{OutputConstraint::Kind::kRegex, "(?=a)b", {}, {}};
+  try {
+    compile(c, byte_vocab());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(?"), std::string::npos) << e.what();
+  }
+  c.text = "a\\bb";
+  EXPECT_THROW(compile(c, byte_vocab()), Error);
+  c.text = "(a";
+  EXPECT_THROW(compile(c, byte_vocab()), Error);
+  c.text = "a{100000}";
+  EXPECT_THROW(compile(c, byte_vocab()), Error);
+}
+
+TEST(JsonSchema, Objects) {
+  const std::string s = R"({"type":"object","properties":{"name":{"type":"string"},
+    "age":{"type":"integer"}},"required":["name"],"additionalProperties":false})";
+  EXPECT_TRUE(schema(s, R"({"name":"Bo","age":31})"));
+  EXPECT_TRUE(schema(s, R"({ "name" : "Bo" })"));
+  EXPECT_TRUE(schema(s, "{\n  \"name\": \"B\\\"o\",\n  \"age\": -4\n}"));
+  EXPECT_FALSE(schema(s, R"({"age":31})"));
+  EXPECT_FALSE(schema(s, R"({"name":"Bo","x":1})"));
+  EXPECT_FALSE(schema(s, R"( {"name":"Bo"})"));
+  EXPECT_FALSE(schema(s, R"({"name":"Bo","age":1.5})"));
+  EXPECT_FALSE(schema(s, R"({"name":"Bo","age":01})"));
+}
+
+TEST(JsonSchema, ValuesAndRefs) {
+  EXPECT_TRUE(schema(R"({"enum":["a",1,null]})", "null"));
+  EXPECT_FALSE(schema(R"({"enum":["a",1,null]})", "\"b\""));
+  EXPECT_TRUE(schema(R"({"type":"array","items":{"type":"boolean"},"minItems":1,"maxItems":2})",
+                     "[true, false]"));
+  EXPECT_FALSE(schema(R"({"type":"array","items":{"type":"boolean"},"minItems":1,"maxItems":2})",
+                      "[]"));
+  EXPECT_FALSE(schema(R"({"type":"array","items":{"type":"boolean"},"minItems":1,"maxItems":2})",
+                      "[true,true,true]"));
+  const std::string tree = R"({"$defs":{"node":{"type":"object","properties":{
+    "v":{"type":"number"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},
+    "required":["v","kids"],"additionalProperties":false}},"$ref":"#/$defs/node"})";
+  EXPECT_TRUE(schema(tree, R"({"v":1e3,"kids":[{"v":-0.5,"kids":[]}]})"));
+  EXPECT_FALSE(schema(tree, R"({"v":1,"kids":[{"v":2}]})"));
+  EXPECT_TRUE(schema(R"({"type":"string","format":"date"})", "\"2024-02-29\""));
+  EXPECT_FALSE(schema(R"({"type":"string","format":"date"})", "\"2024-13-01\""));
+  EXPECT_TRUE(schema(R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":2}]})", "\"ab\""));
+  EXPECT_FALSE(schema(R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":2}]})", "\"abc\""));
+}
+
+TEST(JsonSchema, IntegerBounds) {
+  const std::string s = R"({"type":"integer","minimum":-15,"maximum":230})";
+  for (int v = -30; v <= 300; ++v)
+    EXPECT_EQ(schema(s, std::to_string(v)), v >= -15 && v <= 230) << v;
+  EXPECT_FALSE(schema(s, "007"));
+  const std::string open = R"({"type":"integer","exclusiveMinimum":99})";
+  EXPECT_FALSE(schema(open, "99"));
+  EXPECT_TRUE(schema(open, "100"));
+  EXPECT_TRUE(schema(open, "123456789"));
+}
+
+TEST(JsonSchema, UnsupportedKeywordIsNamed) {
+  OutputConstraint c{OutputConstraint::Kind::kJsonSchema, R"({"type":"object","not":{}})", {}, {}};
+  try {
+    compile(c, byte_vocab());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'not'"), std::string::npos) << e.what();
+  }
+  c.text = "{bad json";
+  EXPECT_THROW(compile(c, byte_vocab()), Error);
+}
+
+TEST(Gbnf, Grammar) {
+  const std::string g = R"g(# arithmetic
+root ::= expr
+expr ::= term (("+" | "-") term)*
+term ::= [0-9]+ | "(" expr ")"
+)g";
+  EXPECT_TRUE(gbnf(g, "1+(2-30)"));
+  EXPECT_FALSE(gbnf(g, "1+"));
+  EXPECT_THROW(gbnf("root ::= root \"a\" | \"a\"", "a"), Error);  // left recursion
+  EXPECT_THROW(gbnf("root ::= undefined-rule", "a"), Error);
+}
+
+TEST(Matcher, TokensEosAndRollback) {
+  OutputConstraint c;
+  c.kind = OutputConstraint::Kind::kChoice;
+  c.choices = {"yes", "no"};
+  auto g = compile(c, byte_vocab());
+  GrammarMatcher m(g);
+  std::vector<uint32_t> mask(g->vocab->mask_words());
+  m.fill_mask(mask);
+  auto allowed = [&](int t) { return (mask[t >> 5] >> (t & 31)) & 1; };
+  EXPECT_TRUE(allowed('y'));
+  EXPECT_TRUE(allowed('n'));
+  EXPECT_FALSE(allowed('x'));
+  EXPECT_FALSE(allowed(256));
+  EXPECT_TRUE(m.accept_token('n'));
+  EXPECT_FALSE(m.accept_token('x'));
+  EXPECT_TRUE(m.accept_token('o'));
+  m.fill_mask(mask);
+  for (int t = 0; t < 256; ++t) EXPECT_FALSE(allowed(t));
+  EXPECT_TRUE(allowed(256));
+  EXPECT_TRUE(m.accept_token(256));
+  EXPECT_TRUE(m.is_terminated());
+  m.rollback(3);
+  EXPECT_EQ(m.num_tokens(), 0);
+  EXPECT_TRUE(m.accept_token('y'));
+}
+
+// An exponentially ambiguous grammar hits the matcher's parse limit as an Error (the runner
+// then ends that completion), never unbounded work.
+TEST(Matcher, AmbiguityIsBounded) {
+  OutputConstraint c{OutputConstraint::Kind::kGrammar,
+                     "root ::= s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"\"", {}, {}};
+  GrammarMatcher m(compile(c, byte_vocab()));
+  EXPECT_THROW(m.accept_bytes(std::string(40, 'a')), Error);
+}
