@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Random-weight checkpoints shaped like Llama-3.2-1B, Llama-3.1-8B and Gemma-3-4B (text), for
+"""Random-weight checkpoints shaped like Llama-3.2-1B, Llama-3.1-8B, Gemma-3-4B (text) and
+Qwen3-30B-A3B cut to 8 of its 48 layers (`qwen3-moe-8l`: 128 experts of 768, 8 used), for
 the CUDA benchmarks. Made with transformers on the GPU machine (no download: random init,
 bf16), saved as safetensors + config.json, with the tokenizer files beside them when given, so
 that the same directory is read by our loader and by transformers.
 
     python3 tools/make_gpu_bench_models.py --out /tmp/models [--tokenizer DIR] [--shapes 1b,8b]
-    (shapes: 1b, 8b, gemma3-4b)
+    (shapes: 1b, 8b, gemma3-4b, qwen3-moe-8l)
 """
 import argparse
 import json
@@ -14,7 +15,8 @@ import shutil
 import time
 
 import torch
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM,
+                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 LLAMA3_ROPE = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}
@@ -37,6 +39,13 @@ SHAPES = {
                num_attention_heads=32, num_key_value_heads=8, head_dim=128,
                tie_word_embeddings=False, rope_scaling=dict(LLAMA3_ROPE, factor=8.0)),
     "gemma3-4b": GEMMA3_4B,
+    # Qwen3-30B-A3B's layer (vocabulary of the Llama-3 tokenizer the benchmarks carry).
+    "qwen3-moe-8l": dict(
+        vocab_size=128256, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+        num_experts=128, num_experts_per_tok=8, norm_topk_prob=True, num_hidden_layers=8,
+        num_attention_heads=32, num_key_value_heads=4, head_dim=128, rope_theta=1000000.0,
+        max_position_embeddings=40960, rms_norm_eps=1e-6, tie_word_embeddings=False,
+        bos_token_id=128000, eos_token_id=128001),
 }
 
 
@@ -52,6 +61,9 @@ def main():
         if name.startswith("gemma3"):
             cfg = Gemma3TextConfig(torch_dtype="bfloat16", **SHAPES[name])
             cls, d = Gemma3ForCausalLM, name
+        elif name.startswith("qwen3-moe"):
+            cfg = Qwen3MoeConfig(torch_dtype="bfloat16", **SHAPES[name])
+            cls, d = Qwen3MoeForCausalLM, name
         else:
             cfg = LlamaConfig(torch_dtype="bfloat16", **LLAMA, **SHAPES[name])
             cls, d = LlamaForCausalLM, "llama-" + name
