@@ -420,9 +420,36 @@ TEST(SlidingWindowEngine, ReleasesBlocksAndMatchesFullCache) {
   EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
 }
 
-// Gemma-3 (sliding, global, sliding; window 8): one KV cache group per layer kind. The windowed
-// groups hold at most window / block_size + 1 blocks per sequence however long it grows, the
-// global group holds them all, and the tokens are the full-cache driver's.
+// A hybrid model (window 8) decoding kWindowPrompt for 100 tokens on 4-token blocks: the
+// windowed groups hold at most window / block_size + 1 blocks per sequence however long it
+// grows, the global group holds them all, the tokens are the full-cache driver's, and every
+// block comes back.
+namespace {
+void expect_windowed_groups_hold_only_the_window(const DecoderModel& model) {
+  const auto& groups = model.kv_cache_groups();
+  const EngineConfig cfg = four_token_blocks();
+  EngineCore core(model, nullptr, cfg);
+  core.add_request("a", kWindowPrompt, greedy(100));
+  std::vector<int32_t> got;
+  int most_windowed = 0, most_global = 0;
+  while (core.has_unfinished()) {
+    for (const auto& o : core.step()) got.insert(got.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    const auto tables = core.kv_cache_manager().get_block_ids("a");
+    for (size_t g = 0; g < tables.size(); ++g) {
+      const int live = static_cast<int>(std::count_if(
+          tables[g].begin(), tables[g].end(), [](int id) { return id != core::kNullBlockId; }));
+      int& most = groups[g].sliding_window ? most_windowed : most_global;
+      most = std::max(most, live);
+    }
+  }
+  EXPECT_EQ(got, full_cache_greedy(model, 100));
+  EXPECT_LE(most_windowed, 8 / cfg.block_size + 1);
+  EXPECT_EQ(most_global, 28);  // 112 tokens in blocks of 4
+  EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
+}
+}  // namespace
+
+// Gemma-3 (sliding, global, sliding; window 8): one KV cache group per layer kind.
 TEST(HybridEngine, WindowedGroupsHoldOnlyTheWindow) {
   LoadedModel m = load_model("fixtures/tiny/gemma3");
   const auto& groups = m.model->kv_cache_groups();
@@ -430,56 +457,17 @@ TEST(HybridEngine, WindowedGroupsHoldOnlyTheWindow) {
   EXPECT_EQ(groups[0].sliding_window, 0);
   EXPECT_EQ(groups[0].layers, std::vector<int>{1});
   EXPECT_EQ(groups[1].sliding_window, 8);
-  const EngineConfig cfg = four_token_blocks();
-  EngineCore core(*m.model, nullptr, cfg);
-  core.add_request("a", kWindowPrompt, greedy(100));
-  std::vector<int32_t> got;
-  int most_windowed = 0, most_global = 0;
-  while (core.has_unfinished()) {
-    for (const auto& o : core.step()) got.insert(got.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    const auto tables = core.kv_cache_manager().get_block_ids("a");
-    for (size_t g = 0; g < tables.size(); ++g) {
-      const int live = static_cast<int>(std::count_if(
-          tables[g].begin(), tables[g].end(), [](int id) { return id != core::kNullBlockId; }));
-      int& most = groups[g].sliding_window ? most_windowed : most_global;
-      most = std::max(most, live);
-    }
-  }
-  EXPECT_EQ(got, full_cache_greedy(*m.model, 100));
-  EXPECT_LE(most_windowed, 8 / cfg.block_size + 1);
-  EXPECT_EQ(most_global, 28);  // 112 tokens in blocks of 4
-  EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
+  expect_windowed_groups_hold_only_the_window(*m.model);
 }
 
 // MLA with sliding-window layers (full, sliding, sliding; window 8; rows padded to 48 lanes):
-// the windowed groups hold only the window's blocks, the full group all of them, the tokens
-// are the full-cache driver's, and a token costs one 48-lane latent row per layer instead of
-// per-head K and V.
+// the same, and a token costs one 48-lane latent row per layer instead of per-head K and V.
 TEST(HybridEngine, WindowedMlaGroupsHoldOnlyTheWindow) {
   LoadedModel m = load_model(testing_mla::windowed_mla_model(
       "engine", {"full_attention", "sliding_attention", "sliding_attention"}, 8, 48));
-  const auto& groups = m.model->kv_cache_groups();
-  ASSERT_EQ(groups.size(), 3u);
+  ASSERT_EQ(m.model->kv_cache_groups().size(), 3u);
   EXPECT_EQ(m.model->kv_bytes_per_layer_token(), 48 * 4);  // f32 latent row, no V
-  const EngineConfig cfg = four_token_blocks();
-  EngineCore core(*m.model, nullptr, cfg);
-  core.add_request("a", kWindowPrompt, greedy(100));
-  std::vector<int32_t> got;
-  int most_windowed = 0, most_global = 0;
-  while (core.has_unfinished()) {
-    for (const auto& o : core.step()) got.insert(got.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    const auto tables = core.kv_cache_manager().get_block_ids("a");
-    for (size_t g = 0; g < tables.size(); ++g) {
-      const int live = static_cast<int>(std::count_if(
-          tables[g].begin(), tables[g].end(), [](int id) { return id != core::kNullBlockId; }));
-      int& most = groups[g].sliding_window ? most_windowed : most_global;
-      most = std::max(most, live);
-    }
-  }
-  EXPECT_EQ(got, full_cache_greedy(*m.model, 100));
-  EXPECT_LE(most_windowed, 8 / cfg.block_size + 1);
-  EXPECT_EQ(most_global, 28);  // 112 tokens in blocks of 4
-  EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
+  expect_windowed_groups_hold_only_the_window(*m.model);
 }
 
 // Prefix caching across the groups of a hybrid model: a second request with the same long

@@ -24,7 +24,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "llamacpp_fixture.h"
 #include "model/forward_batch.h"

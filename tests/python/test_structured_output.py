@@ -8,11 +8,10 @@ import pathlib
 import re
 
 import jsonschema
-import openai
 import pytest
 import requests
 
-from test_server import MODEL_NAME, ServerProcess
+from test_server import MODEL_NAME, ServerProcess, client, server  # noqa: F401 (fixtures)
 
 PERSON = {
     "type": "object",
@@ -36,18 +35,6 @@ WEATHER_TOOL = {
     "additionalProperties": False,
 }
 PHONE = r"\(\d{3}\) \d{3}-\d{4}"
-
-
-@pytest.fixture(scope="module")
-def server(binary):
-    srv = ServerProcess(binary, "--seed", "0").wait_ready()
-    yield srv
-    assert srv.stop() == 0
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
 
 
 def post(server, path, **body):
