@@ -331,9 +331,8 @@ void DecoderModel::make_kv_cache_groups() {
 }
 
 int64_t DecoderModel::kv_bytes_per_layer_token() const {
-  const int64_t elems = config_.layers[0].attention == AttentionType::kMla
-                            ? config_.mla.cache_row_width
-                            : int64_t(2) * config_.kv_size();
+  const int64_t elems =
+      is_mla() ? config_.mla.cache_row_width : int64_t(2) * config_.kv_size();
   return elems * dtype_info(kv_dtype()).block_bytes;
 }
 
@@ -380,9 +379,8 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {
   // layers keep one latent row per token in k and no v. Uninitialised: attention only reads
   // slots written before, and untouched pages cost no RSS.
   std::vector<Tensor> k, v;
-  const bool mla = config_.layers[0].attention == AttentionType::kMla;
   for (int j = 0; j < group_size_; ++j) {
-    if (mla) {
+    if (is_mla()) {
       k.push_back(Tensor::empty({num_blocks, block_size, 1, config_.mla.cache_row_width},
                                 kv_dtype(), device_));
       v.emplace_back();
@@ -483,7 +481,7 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
   s.residual = Tensor::empty({T, c.hidden_size}, DType::F32, d);
   s.h = Tensor::empty({T, c.hidden_size}, DType::F32, d);
   s.qkv = Tensor::empty({T, layers_[0].qkv.out_features}, DType::F32, d);
-  if (layers_[0].spec.attention == AttentionType::kMla) {
+  if (is_mla()) {
     const MlaSpec& m = c.mla;
     if (m.q_lora_rank > 0) s.q = Tensor::empty({T, c.num_heads * m.qk_head_dim()}, DType::F32, d);
     s.q_latent = Tensor::empty({T, c.num_heads, m.latent_width()}, DType::F32, d);

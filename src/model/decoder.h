@@ -129,6 +129,8 @@ class DecoderModel {
                         Tensor& product, Tensor& residual) const;
 
   void make_kv_cache_groups();
+  // MLA models cache one latent row per token and layer (every layer is MLA or none is).
+  bool is_mla() const { return config_.layers[0].attention == AttentionType::kMla; }
   // Mixture-of-experts layers route on the host, which a captured graph cannot do.
   bool has_moe() const {
     return std::any_of(config_.layers.begin(), config_.layers.end(),
