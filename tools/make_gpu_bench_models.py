@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Random-weight checkpoints shaped like Llama-3.2-1B, Llama-3.1-8B, Gemma-3-4B (text) and
-Qwen3-30B-A3B cut to 8 of its 48 layers (`qwen3-moe-8l`: 128 experts of 768, 8 used), for
-the CUDA benchmarks. Made with transformers on the GPU machine (no download: random init,
+"""Random-weight checkpoints shaped like Llama-3.2-1B, Llama-3.1-8B, Gemma-3-4B (text),
+Qwen3-30B-A3B cut to 8 of its 48 layers (`qwen3-moe-8l`: 128 experts of 768, 8 used) and
+DeepSeek-V2-Lite cut to 8 of its 27 layers (`deepseek-v2-lite-8l`: MLA with a latent of 512 + 64,
+64 experts of 1,408 with 6 used and 2 shared, the first layer dense), for the CUDA benchmarks. Made with transformers on the GPU machine (no download: random init,
 bf16), saved as safetensors + config.json, with the tokenizer files beside them when given, so
 that the same directory is read by our loader and by transformers.
 
     python3 tools/make_gpu_bench_models.py --out /tmp/models [--tokenizer DIR] [--shapes 1b,8b]
-    (shapes: 1b, 8b, gemma3-4b, qwen3-moe-8l)
+    (shapes: 1b, 8b, gemma3-4b, qwen3-moe-8l, deepseek-v2-lite-8l)
 """
 import argparse
 import json
@@ -15,8 +16,9 @@ import shutil
 import time
 
 import torch
-from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM,
-                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
+from transformers import (DeepseekV2Config, DeepseekV2ForCausalLM, Gemma3ForCausalLM,
+                          Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
 
 LLAMA3_ROPE = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}
@@ -46,6 +48,17 @@ SHAPES = {
         num_attention_heads=32, num_key_value_heads=4, head_dim=128, rope_theta=1000000.0,
         max_position_embeddings=40960, rms_norm_eps=1e-6, tie_word_embeddings=False,
         bos_token_id=128000, eos_token_id=128001),
+    # DeepSeek-V2-Lite's layers (its config.json's values; the Llama-3 vocabulary).
+    "deepseek-v2-lite-8l": dict(
+        vocab_size=128256, hidden_size=2048, intermediate_size=10944, moe_intermediate_size=1408,
+        num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=16, q_lora_rank=None,
+        kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+        n_routed_experts=64, n_shared_experts=2, num_experts_per_tok=6, first_k_dense_replace=1,
+        topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0,
+        norm_topk_prob=False, max_position_embeddings=163840, rms_norm_eps=1e-6,
+        rope_scaling={"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
+                      "beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
+        tie_word_embeddings=False, bos_token_id=128000, eos_token_id=128001),
 }
 
 
@@ -61,6 +74,9 @@ def main():
         if name.startswith("gemma3"):
             cfg = Gemma3TextConfig(torch_dtype="bfloat16", **SHAPES[name])
             cls, d = Gemma3ForCausalLM, name
+        elif name.startswith("deepseek-v2"):
+            cfg = DeepseekV2Config(torch_dtype="bfloat16", **SHAPES[name])
+            cls, d = DeepseekV2ForCausalLM, name
         elif name.startswith("qwen3-moe"):
             cfg = Qwen3MoeConfig(torch_dtype="bfloat16", **SHAPES[name])
             cls, d = Qwen3MoeForCausalLM, name

@@ -86,9 +86,6 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
   const ModelConfig& c = config_;
   VLLM_CHECK(static_cast<int>(c.layers.size()) == c.num_layers, "one layer spec per layer");
   for (const LayerSpec& spec : c.layers) {
-    if (spec.attention == AttentionType::kMla && device.kind != DeviceKind::Cpu)
-      throw Error(c.architecture + ": multi-head latent attention runs on the CPU only so far "
-                  "(--device cpu)");
     if (c.rope_ggml_theta && spec.rope.scaling.type == "yarn" && device.kind != DeviceKind::Cpu)
       throw Error("YaRN RoPE scaling in a GGUF file runs on the CPU only so far (--device cpu)");
   }
@@ -270,9 +267,10 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
                    v_b.size(1) == v && v_b.size(2) == lat,
                p, "attn_k_b ", k_b.shape_str(), " / attn_v_b ", v_b.shape_str(),
                " do not match the MLA sizes");
+    const DType stored = w.require(p + "self_attn.k_b_proj.weight").dtype();
     for (int64_t h = 0; h < H; ++h) {
-      L.uk_t.push_back(k_b.narrow(h, 1).reshape({lat, nope}));
-      L.uv.push_back(v_b.narrow(h, 1).reshape({v, lat}));
+      L.uk_t.push_back(place_weight(k_b.narrow(h, 1).reshape({lat, nope}), device_, stored));
+      L.uv.push_back(place_weight(v_b.narrow(h, 1).reshape({v, lat}), device_, stored));
     }
     return;
   }
@@ -287,8 +285,9 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
       for (int64_t l = 0; l < lat; ++l) uk_t.data<float>()[l * nope + n] = rows[n * lat + l];
     Tensor uv = Tensor::empty({v, lat}, DType::F32);
     std::copy(rows + nope * lat, rows + (nope + v) * lat, uv.data<float>());
-    L.uk_t.push_back(uk_t);
-    L.uv.push_back(uv);
+    // On a GPU in the checkpoint's type (exact: each value came from it).
+    L.uk_t.push_back(place_weight(uk_t, device_, kv_b_stored->dtype()));
+    L.uv.push_back(place_weight(uv, device_, kv_b_stored->dtype()));
   }
 }
 
@@ -585,16 +584,11 @@ void DecoderModel::mla_attention_block(const Layer& L, int i, const StepInputs& 
   Tensor k_pe = s.qkv.slice(1, q_width + lat, rot).split_last(1);  // [T, 1, rot]
   const Tensor heads = q.split_last(H);                              // [T, H, nope + rot]
   for (int64_t h = 0; h < H; ++h) {
-    const Tensor head = heads.slice(1, h, 1).merge_last();
-    Tensor q_lat = s.q_latent.slice(1, h, 1).merge_last();
-    Tensor q_lat_nope = q_lat.slice(1, 0, lat);
-    matmul(head.slice(1, 0, nope), L.uk_t[h], q_lat_nope);
-    for (int64_t t = 0; t < head.size(0); ++t) {
-      const float* src = reinterpret_cast<const float*>(head.row(t)) + nope;
-      std::copy(src, src + rot, reinterpret_cast<float*>(q_lat.row(t)) + lat);
-    }
+    Tensor q_lat_nope = s.q_latent.slice(1, h, 1).merge_last().slice(1, 0, lat);
+    matmul(heads.slice(1, h, 1).merge_last().slice(1, 0, nope), L.uk_t[h], q_lat_nope);
   }
   Tensor q_pe = s.q_latent.slice(2, lat, rot);
+  copy_strided(heads.slice(2, nope, rot), q_pe);
   rope(q_pe, in.positions, L.rope);
   rope(k_pe, in.positions, L.rope);
   // The cache row [c, k_pe] lives in the first latent_width lanes; padding is never touched.

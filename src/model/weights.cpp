@@ -176,10 +176,14 @@ void upload_as(const Tensor& src, DType dtype, void* dst, Device device) {
 }  // namespace
 
 Tensor place_weight(const Tensor& t, Device device) {
+  return place_weight(t, device, t.dtype());
+}
+
+Tensor place_weight(const Tensor& t, Device device, DType stored) {
   if (device.kind == DeviceKind::Cpu) return t;
   VLLM_CHECK(t.is_contiguous() && t.device().kind == DeviceKind::Cpu, "place_weight input");
   const std::vector<int64_t> shape = t.shape();
-  Tensor out = Tensor::empty(std::span<const int64_t>(shape), compute_dtype(t.dtype(), device),
+  Tensor out = Tensor::empty(std::span<const int64_t>(shape), compute_dtype(stored, device),
                              device);
   upload_as(t, out.dtype(), out.raw(), device);
   return out;

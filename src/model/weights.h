@@ -39,6 +39,9 @@ DType compute_dtype(DType stored, Device device);
 // `t` ready for matmul / embedding on `device`: the same tensor on the CPU, else a device copy
 // in compute_dtype().
 Tensor place_weight(const Tensor& t, Device device);
+// The same for `t` derived in f32 from a weight stored as `stored` (a transposed slice, say):
+// on a device it takes compute_dtype(stored), not f32's.
+Tensor place_weight(const Tensor& t, Device device, DType stored);
 
 // Host memory for the weights a model copies (the fused projections; the rest stay mmap'd):
 // one buffer on 2 MiB pages, handed out in pieces. Decode streams every weight each token, and

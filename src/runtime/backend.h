@@ -62,6 +62,7 @@ class Backend {
   virtual void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out) = 0;
   virtual void scale(Tensor& x, float s) = 0;
   virtual void fill(Tensor& x, float value) = 0;
+  virtual void copy_strided(const Tensor& src, Tensor& dst) = 0;
   virtual void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
                                 Tensor& out) = 0;
   virtual void softmax(const Tensor& x, Tensor& out) = 0;

@@ -25,9 +25,8 @@ void inner_packed(const Tensor& t, const char* name) {
 }
 
 // Paged K/V caches: [num_blocks, block_size, Hkv, D], both f32, both f16 or (CUDA) both bf16.
-// On the CPU, K and V may differ in D and be views of one wider buffer (MLA's latent row: the
-// key is the whole row, the value its first lanes); elsewhere they are two packed tensors of
-// one shape.
+// K and V may differ in D and be views of one wider buffer (MLA's latent row: the key is the
+// whole row, the value its first lanes); each token's heads stay packed.
 void expect_cache(const Tensor& k_cache, const Tensor& v_cache) {
   const DType dt = k_cache.dtype();
   VLLM_CHECK(dt == DType::F32 || dt == DType::F16 ||
@@ -36,18 +35,13 @@ void expect_cache(const Tensor& k_cache, const Tensor& v_cache) {
   expect(k_cache, "k_cache", 4, k_cache.dtype());
   expect(v_cache, "v_cache", 4, k_cache.dtype());
   same_device(k_cache, v_cache);
-  if (k_cache.device().kind != DeviceKind::Cpu) {
-    VLLM_CHECK(k_cache.shape() == v_cache.shape(), "kv cache shapes ", k_cache.shape_str(),
-               " and ", v_cache.shape_str());
-    VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
-    return;
-  }
   for (int d = 0; d < 3; ++d)
     VLLM_CHECK(k_cache.size(d) == v_cache.size(d), "kv caches ", k_cache.shape_str(), " and ",
                v_cache.shape_str(), " differ in blocks, block size or heads");
   for (const Tensor* c : {&k_cache, &v_cache})
     VLLM_CHECK(c->stride_bytes(3) == dtype_info(dt).block_bytes &&
-                   (c->size(2) == 1 || c->stride_bytes(2) == c->size(3) * c->stride_bytes(3)),
+                   (c->size(2) == 1 || c->stride_bytes(2) == c->size(3) * c->stride_bytes(3)) &&
+                   c->stride_bytes(0) == c->size(1) * c->stride_bytes(1),
                "kv cache views must keep each token's heads packed, got ", c->shape_str());
 }
 
@@ -256,6 +250,18 @@ void fill(Tensor& x, float value) {
   expect(x, "x", 2, DType::F32);
   inner_packed(x, "x");
   backend_for(x.device()).fill(x, value);
+}
+
+void copy_strided(const Tensor& src, Tensor& dst) {
+  VLLM_CHECK(src.ndim() == 2 || src.ndim() == 3, "copy_strided of ", src.shape_str());
+  expect(src, "src", src.ndim(), DType::F32);
+  expect(dst, "dst", src.ndim(), DType::F32);
+  VLLM_CHECK(src.shape() == dst.shape(), "copy_strided from ", src.shape_str(), " into ",
+             dst.shape_str());
+  inner_packed(src, "src");
+  inner_packed(dst, "dst");
+  same_device(src, dst);
+  backend_for(dst.device()).copy_strided(src, dst);
 }
 
 void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights, Tensor& out) {

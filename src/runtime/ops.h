@@ -125,6 +125,9 @@ void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out);
 void scale(Tensor& x, float s);
 // x[R, C] = value (f32).
 void fill(Tensor& x, float value);
+// dst = src: f32 of one shape, [R, C] or [R, H, C], each row packed, any row and head strides
+// (a view of some lanes of a wider tensor into another's).
+void copy_strided(const Tensor& src, Tensor& dst);
 // out[rows[j], :] += weights[j] * src[j, :] for j = 0, 1, ... in order: src [n, C] f32, rows
 // [n] i32 (distinct, within out), weights [n] f32, out [R, C] f32. Mixture-of-experts layers
 // add each expert's output back into its tokens' rows with it.
@@ -133,8 +136,8 @@ void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weigh
 void softmax(const Tensor& x, Tensor& out);
 // Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] (f32, or f16 / bf16
 // (CUDA) with rounding) at slot_mapping[T] (slot = block * block_size + offset; negative slots
-// skipped). On the CPU, k and v may differ in D and the caches may be views of lanes of one
-// wider buffer (MLA's latent row); only those lanes are written.
+// skipped). k and v may differ in D and the caches may be views of lanes of one wider buffer
+// (MLA's latent row); only those lanes are written.
 void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                        const Tensor& slot_mapping);
 // rope(qk, positions, params), then reshape_and_cache(k, v, ...), where k is the view of the
@@ -143,8 +146,9 @@ void rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& param
                     const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                     const Tensor& slot_mapping);
 // Causal attention of q[T, Hq, D] over the paged cache (GQA: Hq % Hkv == 0) into
-// out[T, Hq, Dv], Dv the values' width (= D except on the CPU, where the caches may be lane
-// views of one buffer, as MLA's latent rows). A key at position j is visible from a query at
+// out[T, Hq, Dv], Dv the values' width: D, except where the caches are lane views of one
+// buffer (MLA's latent rows: one KV head, the key the whole row [c, k_pe], the value its
+// leading lanes c). A key at position j is visible from a query at
 // position p when j <= p and, with a sliding window W > 0, p - j < W.
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const AttentionMeta& meta, float scale, int sliding_window, Tensor& out);

@@ -111,15 +111,15 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("cpu", "cuda")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
-// Mixtures of experts route on the host on either device; MLA runs on the CPU only so far
-// (the decoder refuses it on CUDA).
+// Mixtures of experts route on the host on either device.
 INSTANTIATE_TEST_SUITE_P(
     MoeArchs, TinyModel,
     ::testing::Combine(::testing::Values("qwen3_moe"), ::testing::Values("cpu", "cuda")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 INSTANTIATE_TEST_SUITE_P(
     MlaArchs, TinyModel,
-    ::testing::Combine(::testing::Values("deepseek_v2", "deepseek_v3"), ::testing::Values("cpu")),
+    ::testing::Combine(::testing::Values("deepseek_v2", "deepseek_v3"),
+                       ::testing::Values("cpu", "cuda")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // LongRoPE (Phi-3): the context the engine serves picks the factors. Served within the

@@ -477,6 +477,75 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
   }
 }
 
+// MLA's latent cache: one row [c | k_pe | padding] per token, written through lane views; the
+// query [W_UK^T q_nope | q_pe] attends with the whole row as key and c as value. Head counts
+// that fill one, two and a partial head group of the kernel's blocks; a long decode that splits
+// the keys; windows. The padding lanes hold NaN on both sides, so a kernel reading them fails.
+TEST_F(CudaOps, MlaAttentionMatchesCpu) {
+  const int64_t bs = 16;
+  const std::vector<int> ctx = {33, 1, 70, 3000};
+  const std::vector<int> qlen = {33, 1, 5, 1};
+  int64_t num_blocks = 3;
+  for (int c : ctx) num_blocks += (c + bs - 1) / bs;
+  struct Shape { int64_t lat, rot, width, heads; };
+  for (const Shape& sh : {Shape{48, 16, 80, 4}, Shape{512, 64, 576, 16}, Shape{64, 32, 128, 20}}) {
+    const int64_t dk = sh.lat + sh.rot;
+    Tensor nan_rows = Tensor::empty({num_blocks, bs, 1, sh.width}, DType::F32);
+    std::fill(nan_rows.data<float>(), nan_rows.data<float>() + nan_rows.numel(), NAN);
+    Tensor row = nan_rows, row_g = nan_rows.to(kGpu);
+    Tensor c_lanes = row.slice(3, 0, sh.lat), pe_lanes = row.slice(3, sh.lat, sh.rot);
+    Tensor c_lanes_g = row_g.slice(3, 0, sh.lat), pe_lanes_g = row_g.slice(3, sh.lat, sh.rot);
+    const AttentionMeta meta = paged_meta(ctx, qlen, bs, num_blocks);
+    for (size_t s = 0; s < ctx.size(); ++s) {
+      // c and k_pe as the model has them: column ranges of one wider row per token.
+      Tensor kv = randn({ctx[s], sh.lat + sh.rot + 8});
+      Tensor c = kv.slice(1, 0, sh.lat).split_last(1), pe = kv.slice(1, sh.lat, sh.rot).split_last(1);
+      Tensor kv_g = kv.to(kGpu);
+      const Tensor slots = seq_slots(meta, s, bs);
+      reshape_and_cache(c, pe, c_lanes, pe_lanes, slots);
+      reshape_and_cache(kv_g.slice(1, 0, sh.lat).split_last(1),
+                        kv_g.slice(1, sh.lat, sh.rot).split_last(1), c_lanes_g, pe_lanes_g,
+                        slots.to(kGpu));
+    }
+    const int64_t T = meta.query_start_loc.back();
+    Tensor q_wide = randn({T, sh.heads, dk + 4});
+    Tensor q = q_wide.slice(2, 0, dk), q_g = q_wide.to(kGpu).slice(2, 0, dk);
+    const float scale = 1.0f / std::sqrt(float(dk));
+    for (int window : {0, 40, 1000}) {
+      Tensor ref = Tensor::empty({T, sh.heads, sh.lat}, DType::F32);
+      paged_attention(q, row.slice(3, 0, dk), c_lanes, meta, scale, window, ref);
+      Tensor out = Tensor::empty({T, sh.heads, sh.lat}, DType::F32, kGpu);
+      paged_attention(q_g, row_g.slice(3, 0, dk), c_lanes_g, on_gpu(meta), scale, window, out);
+      EXPECT_LT(rel_err(host(out), ref), 1e-5)
+          << "lat=" << sh.lat << " rot=" << sh.rot << " heads=" << sh.heads << " window=" << window;
+    }
+    // The cache writes: every lane the CPU wrote, the GPU wrote the same; padding untouched.
+    Tensor back = host(row_g);
+    for (int64_t i = 0; i < back.numel(); ++i) {
+      const float a = back.data<float>()[i], b = row.data<float>()[i];
+      ASSERT_TRUE((std::isnan(a) && std::isnan(b)) || a == b) << "cache element " << i;
+    }
+  }
+}
+
+// dst[t, h, :] = src[t, h, :] between views of wider tensors; the rest of dst untouched.
+TEST_F(CudaOps, CopyStridedCopiesLanes) {
+  Tensor src = randn({7, 4, 40});
+  Tensor before = randn({7, 6, 50}), dst_g = before.to(kGpu);
+  Tensor view_g = dst_g.slice(1, 1, 4).slice(2, 10, 27);
+  copy_strided(src.to(kGpu).slice(2, 3, 27), view_g);
+  Tensor got = host(dst_g);
+  for (int64_t t = 0; t < 7; ++t)
+    for (int64_t h = 0; h < 6; ++h)
+      for (int64_t d = 0; d < 50; ++d) {
+        const int64_t i = (t * 6 + h) * 50 + d;
+        const bool copied = h >= 1 && h < 5 && d >= 10 && d < 37;
+        const float want = copied ? src.data<float>()[(t * 4 + h - 1) * 40 + d - 10 + 3]
+                                  : before.data<float>()[i];
+        ASSERT_EQ(got.data<float>()[i], want) << t << "," << h << "," << d;
+      }
+}
+
 // Every step over a bf16/f16 cache takes the tensor-core kernel (head_dim 64, 128; other
 // sizes the per-token kernel). The reference is the CPU kernel over an f32 copy of the very
 // cache the GPU reads, so the error left is the kernel's: q and the softmax weights rounded to the 16-bit type (unit roundoff

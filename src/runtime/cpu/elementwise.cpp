@@ -1,5 +1,6 @@
 // CPU row-wise kernels: norms, residual adds, rotary embedding, activations, softmax.
 #include <cmath>
+#include <cstring>
 
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ggml_order.h"
@@ -162,6 +163,16 @@ void CpuBackend::scale(Tensor& x, float s) {
 void CpuBackend::fill(Tensor& x, float value) {
   const int64_t n = x.size(-1);
   for_rows(x.size(0), [&](int64_t r) { std::fill(frow(x, r), frow(x, r) + n, value); });
+}
+
+void CpuBackend::copy_strided(const Tensor& src, Tensor& dst) {
+  const int64_t heads = src.ndim() == 3 ? src.size(1) : 1, n = src.size(-1);
+  for (int64_t t = 0; t < src.size(0); ++t)
+    for (int64_t h = 0; h < heads; ++h) {
+      const char* s = src.row(t) + h * (src.ndim() == 3 ? src.stride_bytes(1) : 0);
+      char* d = dst.row(t) + h * (dst.ndim() == 3 ? dst.stride_bytes(1) : 0);
+      std::memcpy(d, s, static_cast<size_t>(n) * sizeof(float));
+    }
 }
 
 // Sequential over j (one row's additions stay in order); the columns of a row in parallel.

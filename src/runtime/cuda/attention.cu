@@ -4,7 +4,8 @@
 // block of four warps per (query token, query head), each warp streaming keys of the
 // sequence's block table with an online softmax, warps merged at the end. When there are
 // few (token, head) pairs and long contexts, the key range is split over more blocks
-// (split-KV) and a second kernel merges the partial results.
+// (split-KV) and a second kernel merges the partial results. MLA's latent rows (values of
+// another width than keys, in the same rows) go to mla_attention.cu.
 #include <algorithm>
 
 #include "runtime/cuda/attention.cuh"
@@ -142,10 +143,13 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
                                   Tensor& out) {
   const int tokens = static_cast<int>(q.size(0));
   if (tokens == 0) return;
-  const int head_dim = static_cast<int>(q.size(2));
+  const int head_dim = static_cast<int>(q.size(2)), v_dim = static_cast<int>(v_cache.size(3));
   const int num_q_heads = static_cast<int>(q.size(1));
-  VLLM_CHECK(head_dim <= 256, "head_dim ", head_dim, " beyond the CUDA attention limit of 256");
-  VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
+  const bool mla = v_dim != head_dim;
+  if (!mla) {
+    VLLM_CHECK(head_dim <= 256, "head_dim ", head_dim, " beyond the CUDA attention limit of 256");
+    VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
+  }
 
   dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
@@ -167,6 +171,9 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     a.num_q_heads = num_q_heads;
     a.num_kv_heads = static_cast<int>(k_cache.size(2));
     a.head_dim = head_dim;
+    a.v_dim = v_dim;
+    a.k_slot = row_stride(k_cache, 1);
+    a.v_slot = row_stride(v_cache, 1);
     a.scale = scale;
     a.window = sliding_window;
     const int max_seq = meta.max_seq_len_bound > 0
@@ -187,13 +194,23 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     Tensor part_o, part_ml;
     const auto alloc_partials = [&] {
       if (splits == 1) return;
-      part_o = Tensor::empty({pairs * splits, head_dim}, DType::F32, device());
+      part_o = Tensor::empty({pairs * splits, v_dim}, DType::F32, device());
       part_ml = Tensor::empty({pairs * splits, 2}, DType::F32, device());
       a.part_o = part_o.data<float>();
       a.part_ml = part_ml.data<float>();
     };
 
-    if (flash_attention_supports(a)) {
+    if (mla) {
+      VLLM_CHECK(mla_attention_supports(a), "attention with keys of ", head_dim,
+                 " and values of ", v_dim, " lanes needs MLA's latent cache (one KV head, values "
+                 "the keys' leading lanes, at most 512)");
+      // A block serves several heads of a token, so its keys cost more than the per-token
+      // kernel's: chunks of 64.
+      const int per_block = mla_attention_heads_per_block();
+      splits = choose_splits(int64_t(tokens) * ((num_q_heads + per_block - 1) / per_block), 64);
+      alloc_partials();
+      launch_mla_attention(a, tokens, splits, stream_);
+    } else if (flash_attention_supports(a)) {
       // Tensor cores for every step over a 16-bit cache with a supported head size.
       // Key chunks of one tile: chunks of four (fewer merges) made the 1B-shape decode 2% slower.
       splits = choose_splits(int64_t(flash_attention_slots(a, tokens)) * a.num_kv_heads,
@@ -218,7 +235,7 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     if (splits > 1) {
       const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(num_q_heads));
       launch(merge_splits_kernel, grid, row_threads(head_dim), 0, stream_,
-          part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, head_dim,
+          part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, v_dim,
           out.data<float>(), row_stride(out), row_stride(out, 1));
     }
   });

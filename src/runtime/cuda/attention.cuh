@@ -7,7 +7,8 @@
 
 namespace vllm::cuda {
 
-// Caches are [num_blocks, block_size, num_kv_heads, head_dim] of element type C.
+// Caches are [num_blocks, block_size, num_kv_heads, head_dim] of element type C; for MLA the
+// value is the leading v_dim lanes of the key row (one KV head, v_cache == k_cache).
 template <typename C>
 struct AttnArgs {
   const float* q;
@@ -21,9 +22,11 @@ struct AttnArgs {
   const int32_t* block_tables;     // [num_seqs, max_blocks]
   int num_seqs, max_blocks, block_size;
   int num_q_heads, num_kv_heads, head_dim;
+  int v_dim;               // values' width: head_dim, or MLA's latent c
+  int64_t k_slot, v_slot;  // cache elements from one slot (token) to the next
   float scale;
   int window;
-  float* part_o;   // [T, Hq, splits, D] unnormalised, when split
+  float* part_o;   // [T, Hq, splits, v_dim] unnormalised, when split
   float* part_ml;  // [T, Hq, splits, 2] running max and sum
 };
 
@@ -39,5 +42,13 @@ int flash_attention_key_tile();
 // leaves partial results in a.part_o / a.part_ml for the merge kernel.
 template <typename C>
 void launch_flash_attention(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream);
+
+// The MLA kernel (mla_attention.cu): true when the cache is MLA's latent rows (one KV head,
+// the value the key's leading lanes, v_dim <= 512) and the key row fits shared memory.
+template <typename C>
+bool mla_attention_supports(const AttnArgs<C>& a);
+int mla_attention_heads_per_block();
+template <typename C>
+void launch_mla_attention(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream);
 
 }  // namespace vllm::cuda

@@ -135,16 +135,30 @@ __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions, con
   rotate_token(x, blockIdx.x, positions[blockIdx.x], a);
 }
 
-// Token t's k and v rows ([Hkv * D], packed) into the caches at its slot (none when < 0).
+// Where a token's k and v rows go: each cache holds a slot's row at slot * stride elements
+// (stride = the row's width, or wider where the cache is a view of some lanes of a row).
+template <typename C>
+struct CacheRows {
+  C* k;
+  C* v;
+  int64_t k_width, v_width, k_stride, v_stride;
+};
+
+template <typename C>
+CacheRows<C> cache_rows(Tensor& k_cache, Tensor& v_cache) {
+  return {k_cache.data<C>(), v_cache.data<C>(), k_cache.size(2) * k_cache.size(3),
+          v_cache.size(2) * v_cache.size(3), row_stride(k_cache, 1), row_stride(v_cache, 1)};
+}
+
+// Token t's k and v rows (packed) into the caches at its slot (none when < 0).
 template <typename C>
 __device__ void cache_token(const float* k, int64_t ks, const float* v, int64_t vs,
-                            C* __restrict__ k_cache, C* __restrict__ v_cache, int64_t t,
-                            int64_t slot, int64_t row) {
+                            const CacheRows<C>& c, int64_t t, int64_t slot) {
   if (slot < 0) return;
-  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-    k_cache[slot * row + i] = from_float<C>(k[t * ks + i]);
-    v_cache[slot * row + i] = from_float<C>(v[t * vs + i]);
-  }
+  for (int64_t i = threadIdx.x; i < c.k_width; i += blockDim.x)
+    c.k[slot * c.k_stride + i] = from_float<C>(k[t * ks + i]);
+  for (int64_t i = threadIdx.x; i < c.v_width; i += blockDim.x)
+    c.v[slot * c.v_stride + i] = from_float<C>(v[t * vs + i]);
 }
 
 // rope_kernel, then the block writes its token's (rotated) k and v into the caches: k is the
@@ -152,14 +166,13 @@ __device__ void cache_token(const float* k, int64_t ks, const float* v, int64_t 
 template <typename C>
 __global__ void rope_cache_kernel(float* x, const int32_t* __restrict__ positions,
                                   const RopeArgs a, const float* k, int64_t ks,
-                                  const float* __restrict__ v, int64_t vs, C* __restrict__ k_cache,
-                                  C* __restrict__ v_cache, const int32_t* __restrict__ slots,
-                                  int64_t row) {
+                                  const float* __restrict__ v, int64_t vs, const CacheRows<C> c,
+                                  const int32_t* __restrict__ slots) {
   pdl_begin();
   const int64_t t = blockIdx.x;
   rotate_token(x, t, positions[t], a);
   __syncthreads();
-  cache_token(k, ks, v, vs, k_cache, v_cache, t, slots[t], row);
+  cache_token(k, ks, v, vs, c, t, slots[t]);
 }
 
 // The gate activations of the gated MLPs.
@@ -226,10 +239,17 @@ __global__ void softmax_kernel(const float* __restrict__ x, int64_t xs, float* _
 template <typename C>
 __global__ void reshape_and_cache_kernel(const float* __restrict__ k, int64_t ks,
                                          const float* __restrict__ v, int64_t vs,
-                                         C* __restrict__ k_cache, C* __restrict__ v_cache,
-                                         const int32_t* __restrict__ slots, int64_t row) {
+                                         const CacheRows<C> c, const int32_t* __restrict__ slots) {
   pdl_begin();
-  cache_token(k, ks, v, vs, k_cache, v_cache, blockIdx.x, slots[blockIdx.x], row);
+  cache_token(k, ks, v, vs, c, blockIdx.x, slots[blockIdx.x]);
+}
+
+__global__ void copy_strided_kernel(const float* __restrict__ src, RowAddr sa,
+                                    float* __restrict__ dst, RowAddr da, int64_t n) {
+  pdl_begin();
+  const float* s = src + sa(blockIdx.x);
+  float* d = dst + da(blockIdx.x);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
 }
 
 // Argmax over column chunks: block (c, r) scans columns [c * len, (c + 1) * len) of row r and
@@ -346,16 +366,17 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& par
 bool CudaBackend::rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
                                  const Tensor& k, const Tensor& v, Tensor& k_cache,
                                  Tensor& v_cache, const Tensor& slot_mapping) {
-  if (!fusion_enabled()) return false;
-  const int64_t t = qk.size(0), row = k.size(1) * k.size(2);
+  // Lane views of a wider cache row (MLA) take the plain ops.
+  if (!fusion_enabled() || !k_cache.is_contiguous() || !v_cache.is_contiguous()) return false;
+  const int64_t t = qk.size(0);
   if (t == 0) return true;
   const RopeArgs a = rope_args(qk, params);
   dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
     launch(rope_cache_kernel<C>, rows_grid(t), row_threads(a.heads * a.half), 0, stream_,
         qk.data<float>(), positions.data<int32_t>(), a, k.data<float>(), row_stride(k),
-        v.data<float>(), row_stride(v), k_cache.data<C>(), v_cache.data<C>(),
-        slot_mapping.data<int32_t>(), row);
+        v.data<float>(), row_stride(v), cache_rows<C>(k_cache, v_cache),
+        slot_mapping.data<int32_t>());
   });
   return true;
 }
@@ -422,14 +443,24 @@ void CudaBackend::softmax(const Tensor& x, Tensor& out) {
 
 void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,
                                     Tensor& v_cache, const Tensor& slot_mapping) {
-  const int64_t t = k.size(0), row = k.size(1) * k.size(2);
+  const int64_t t = k.size(0), row = std::max(k.size(1) * k.size(2), v.size(1) * v.size(2));
   if (t == 0) return;
   dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
     launch(reshape_and_cache_kernel<C>, rows_grid(t), row_threads(row / 2), 0, stream_,
-        k.data<float>(), row_stride(k), v.data<float>(), row_stride(v), k_cache.data<C>(),
-        v_cache.data<C>(), slot_mapping.data<int32_t>(), row);
+        k.data<float>(), row_stride(k), v.data<float>(), row_stride(v),
+        cache_rows<C>(k_cache, v_cache), slot_mapping.data<int32_t>());
   });
+}
+
+void CudaBackend::copy_strided(const Tensor& src, Tensor& dst) {
+  const int heads = src.ndim() == 3 ? static_cast<int>(src.size(1)) : 1;
+  const int64_t rows = src.size(0) * heads, n = src.size(-1);
+  if (rows == 0) return;
+  const RowAddr sa{row_stride(src), src.ndim() == 3 ? row_stride(src, 1) : 0, heads};
+  const RowAddr da{row_stride(dst), dst.ndim() == 3 ? row_stride(dst, 1) : 0, heads};
+  launch(copy_strided_kernel, rows_grid(rows), row_threads(n), 0, stream_, src.data<float>(),
+      sa, dst.data<float>(), da, n);
 }
 
 void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {

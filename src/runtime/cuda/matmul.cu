@@ -123,6 +123,9 @@ const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key) {
 bool CudaBackend::matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
                                const MatmulFusion& f) {
   if (!fusion_enabled()) return false;
+  if (f.rope_cache &&
+      !(f.rope_cache->k_cache->is_contiguous() && f.rope_cache->v_cache->is_contiguous()))
+    return false;  // lane views of a wider cache row (MLA) take the plain ops
   return run_matmul(x, w, out, f);
 }
 
