@@ -268,27 +268,26 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
                p, "attn_k_b ", k_b.shape_str(), " / attn_v_b ", v_b.shape_str(),
                " do not match the MLA sizes");
     const DType stored = w.require(p + "self_attn.k_b_proj.weight").dtype();
-    for (int64_t h = 0; h < H; ++h) {
-      L.uk_t.push_back(place_weight(k_b.narrow(h, 1).reshape({lat, nope}), device_, stored));
-      L.uv.push_back(place_weight(v_b.narrow(h, 1).reshape({v, lat}), device_, stored));
-    }
+    L.uk_t = place_weight(k_b, device_, stored);
+    L.uv = place_weight(v_b, device_, stored);
     return;
   }
   const Tensor kv_b = to_f32(*kv_b_stored);
   VLLM_CHECK(kv_b.ndim() == 2 && kv_b.size(0) == H * (nope + v) && kv_b.size(1) == lat, p,
              "self_attn.kv_b_proj is ", kv_b.shape_str(), ", the config needs [",
              H * (nope + v), ", ", lat, "]");
+  Tensor uk_t = Tensor::empty({H, lat, nope}, DType::F32);
+  Tensor uv = Tensor::empty({H, v, lat}, DType::F32);
   for (int64_t h = 0; h < H; ++h) {
     const float* rows = kv_b.data<float>() + h * (nope + v) * lat;  // W_UK[h] then W_UV[h]
-    Tensor uk_t = Tensor::empty({lat, nope}, DType::F32);
+    float* uk_h = uk_t.data<float>() + h * lat * nope;
     for (int64_t n = 0; n < nope; ++n)
-      for (int64_t l = 0; l < lat; ++l) uk_t.data<float>()[l * nope + n] = rows[n * lat + l];
-    Tensor uv = Tensor::empty({v, lat}, DType::F32);
-    std::copy(rows + nope * lat, rows + (nope + v) * lat, uv.data<float>());
-    // On a GPU in the checkpoint's type (exact: each value came from it).
-    L.uk_t.push_back(place_weight(uk_t, device_, kv_b_stored->dtype()));
-    L.uv.push_back(place_weight(uv, device_, kv_b_stored->dtype()));
+      for (int64_t l = 0; l < lat; ++l) uk_h[l * nope + n] = rows[n * lat + l];
+    std::copy(rows + nope * lat, rows + (nope + v) * lat, uv.data<float>() + h * v * lat);
   }
+  // On a GPU in the checkpoint's type (exact: each value came from it).
+  L.uk_t = place_weight(uk_t, device_, kv_b_stored->dtype());
+  L.uv = place_weight(uv, device_, kv_b_stored->dtype());
 }
 
 Tensor DecoderModel::score(std::span<const int32_t> tokens) const {
@@ -583,10 +582,8 @@ void DecoderModel::mla_attention_block(const Layer& L, int i, const StepInputs& 
   rms_norm(latent, L.kv_a_norm, eps, latent);
   Tensor k_pe = s.qkv.slice(1, q_width + lat, rot).split_last(1);  // [T, 1, rot]
   const Tensor heads = q.split_last(H);                              // [T, H, nope + rot]
-  for (int64_t h = 0; h < H; ++h) {
-    Tensor q_lat_nope = s.q_latent.slice(1, h, 1).merge_last().slice(1, 0, lat);
-    matmul(heads.slice(1, h, 1).merge_last().slice(1, 0, nope), L.uk_t[h], q_lat_nope);
-  }
+  Tensor q_lat_nope = s.q_latent.slice(2, 0, lat);
+  matmul_heads(heads.slice(2, 0, nope), L.uk_t, q_lat_nope);
   Tensor q_pe = s.q_latent.slice(2, lat, rot);
   copy_strided(heads.slice(2, nope, rot), q_pe);
   rope(q_pe, in.positions, L.rope);
@@ -598,10 +595,7 @@ void DecoderModel::mla_attention_block(const Layer& L, int i, const StepInputs& 
   paged_attention(s.q_latent, row.slice(3, 0, m.latent_width()), c_lanes,
                   *in.meta[layer_group_[i]], c.softmax_scale(), L.spec.sliding_window,
                   s.out_latent);
-  for (int64_t h = 0; h < H; ++h) {
-    Tensor out_h = s.attn.slice(1, h, 1).merge_last();
-    matmul(s.out_latent.slice(1, h, 1).merge_last(), L.uv[h], out_h);
-  }
+  matmul_heads(s.out_latent, L.uv, s.attn);
   add_block_output(L.o, s.attn.merge_last(), L.attn_post_norm, s.block_out, s.residual);
 }
 

@@ -94,11 +94,12 @@ class DecoderModel {
     // kv_a_proj_with_mqa].
     Linear qkv, o, gate_up, down;
     // MLA (AttentionType::kMla): q_b_proj after q_a_layernorm where there is a q-LoRA, the
-    // latent's norm, and per head, from kv_b_proj, W_UK[h]^T [kv_lora, nope] (folded into the
-    // query) and W_UV[h] [v_head_dim, kv_lora] (applied to the attention output), f32.
+    // latent's norm, and from kv_b_proj, W_UK^T [heads, kv_lora, nope] (folded into the query)
+    // and W_UV [heads, v_head_dim, kv_lora] (applied to the attention output): f32 on the CPU,
+    // the checkpoint's type on a GPU.
     Linear q_b;
     Tensor q_a_norm, kv_a_norm;
-    std::vector<Tensor> uk_t, uv;
+    Tensor uk_t, uv;
     // Mixture-of-experts layers (MlpType::kMoe) instead of gate_up and down: the router
     // [num_experts, hidden] (and its score correction bias, f32), each expert's fused gate/up
     // and down, and the shared experts' MLP where the model has one.

@@ -17,6 +17,13 @@ std::shared_ptr<void> Backend::end_capture() { throw Error(device().str() + " ca
 void Backend::replay(const std::shared_ptr<void>&) {
   throw Error(device().str() + " cannot replay graphs");
 }
+void Backend::matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) {
+  for (int64_t h = 0; h < w.size(0); ++h) {
+    Tensor out_h = out.slice(1, h, 1).merge_last();
+    matmul(x.slice(1, h, 1).merge_last(), w.narrow(h, 1).reshape({w.size(1), w.size(2)}), out_h);
+  }
+}
+
 void Backend::sample_rows(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   throw Error(device().str() + " samples on the host (model/sampler.h), not with sample_rows");
 }

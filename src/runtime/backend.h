@@ -52,6 +52,8 @@ class Backend {
 
   // Kernels. Shapes are documented on the front-ends in runtime/ops.h.
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // One matmul per head, unless the backend has a kernel for all of them.
+  virtual void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out);
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;

@@ -252,6 +252,22 @@ void fill(Tensor& x, float value) {
   backend_for(x.device()).fill(x, value);
 }
 
+void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) {
+  expect(x, "x", 3, DType::F32);
+  expect(out, "out", 3, DType::F32);
+  VLLM_CHECK(w.ndim() == 3 && w.is_contiguous() &&
+                 (w.dtype() == DType::F32 || w.dtype() == DType::F16 || w.dtype() == DType::BF16),
+             "matmul_heads weights must be packed [H, N, K] f32/f16/bf16, got ", w.shape_str());
+  VLLM_CHECK(x.size(1) == w.size(0) && out.size(1) == w.size(0) && x.size(2) == w.size(2) &&
+                 out.size(2) == w.size(1) && out.size(0) == x.size(0),
+             "matmul_heads: x ", x.shape_str(), " w ", w.shape_str(), " out ", out.shape_str());
+  inner_packed(x, "x");
+  inner_packed(out, "out");
+  same_device(x, w);
+  same_device(x, out);
+  backend_for(out.device()).matmul_heads(x, w, out);
+}
+
 void copy_strided(const Tensor& src, Tensor& dst) {
   VLLM_CHECK(src.ndim() == 2 || src.ndim() == 3, "copy_strided of ", src.shape_str());
   expect(src, "src", src.ndim(), DType::F32);

@@ -62,6 +62,10 @@ struct AttentionMeta {
 
 // out[M, N] = x[M, K] @ w[N, K]^T. x f32; w f32/f16/bf16 or a GGUF block type.
 void matmul(const Tensor& x, const Tensor& w, Tensor& out);
+// out[:, h, :] = x[:, h, :] @ w[h]^T for every head h: x [T, H, K] f32, w [H, N, K] (f32 or
+// 16-bit), out [T, H, N] f32; x and out may be views with strided tokens and heads (MLA's
+// per-head absorbed matrices).
+void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out);
 // Fused forms of the decoder's matmuls (one kernel where the backend has one; otherwise the
 // plain ops, through the scratch tensors, which are then left holding the intermediate).
 // out = (rms_norm(x) * norm_weight) @ w^T; scratch normed [M, K].

@@ -127,7 +127,9 @@ Tensor Tensor::split_last(int64_t n) const {
 }
 
 Tensor Tensor::merge_last() const {
-  VLLM_CHECK(ndim_ >= 2 && strides_[ndim_ - 2] == strides_[ndim_ - 1] * shape_[ndim_ - 1],
+  // A dim of one element has no stride to honour.
+  VLLM_CHECK(ndim_ >= 2 && (shape_[ndim_ - 2] == 1 ||
+                            strides_[ndim_ - 2] == strides_[ndim_ - 1] * shape_[ndim_ - 1]),
              "merge_last of ", shape_str());
   Tensor t = *this;
   t.shape_[ndim_ - 2] *= shape_[ndim_ - 1];

@@ -528,6 +528,38 @@ TEST_F(CudaOps, MlaAttentionMatchesCpu) {
   }
 }
 
+// One matmul per head: the one-launch kernel (up to 8 tokens) and the per-head loop beyond,
+// over strided views of x and out, f32 and bf16 weights (the CPU given the bf16 values in f32).
+TEST_F(CudaOps, MatmulHeadsMatchesCpu) {
+  const int64_t H = 5, N = 72, K = 40;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    Tensor w32 = randn({H * N, K});
+    Tensor w_host = dt == DType::F32 ? w32 : to_half(w32, dt);
+    Tensor w_ref = widen(w_host).reshape({H, N, K});
+    Tensor w_g = w_host.to(kGpu).reshape({H, N, K});
+    for (int64_t T : {1, 3, 8, 20}) {
+      Tensor xw = randn({T, H, K + 6});
+      Tensor x = xw.slice(2, 2, K);
+      Tensor ref_wide = Tensor::empty({T, H + 1, N}, DType::F32);
+      Tensor ref = ref_wide.slice(1, 1, H);
+      matmul_heads(x, w_ref, ref);
+      Tensor out_wide = Tensor::empty({T, H + 1, N}, DType::F32, kGpu);
+      Tensor out = out_wide.slice(1, 1, H);
+      matmul_heads(xw.to(kGpu).slice(2, 2, K), w_g, out);
+      Tensor got = host(out_wide), want = ref_wide;
+      double num = 0, den = 0;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 1; h <= H; ++h)
+          for (int64_t n = 0; n < N; ++n) {
+            const int64_t i = (t * (H + 1) + h) * N + n;
+            num += std::pow(double(got.data<float>()[i]) - want.data<float>()[i], 2);
+            den += std::pow(double(want.data<float>()[i]), 2);
+          }
+      EXPECT_LT(std::sqrt(num / den), 1e-5) << dtype_name(dt) << " T=" << T;
+    }
+  }
+}
+
 // dst[t, h, :] = src[t, h, :] between views of wider tensors; the rest of dst untouched.
 TEST_F(CudaOps, CopyStridedCopiesLanes) {
   Tensor src = randn({7, 4, 40});

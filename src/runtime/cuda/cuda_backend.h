@@ -47,6 +47,7 @@ class CudaBackend final : public Backend {
   void gelu_tanh_f16_and_mul(const Tensor& gate_up, Tensor& out) override;
   void scale(Tensor& x, float s) override;
   void fill(Tensor& x, float value) override;
+  void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) override;
   void copy_strided(const Tensor& src, Tensor& dst) override;
   void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
                         Tensor& out) override;
