@@ -64,7 +64,8 @@ struct AttentionMeta {
 void matmul(const Tensor& x, const Tensor& w, Tensor& out);
 // out[:, h, :] = x[:, h, :] @ w[h]^T for every head h: x [T, H, K] f32, w [H, N, K] (f32 or
 // 16-bit), out [T, H, N] f32; x and out may be views with strided tokens and heads (MLA's
-// per-head absorbed matrices).
+// per-head absorbed matrices). As matmul: where that takes x rounded to w's 16-bit type
+// (CUDA's GEMM path), so does this.
 void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out);
 // Fused forms of the decoder's matmuls (one kernel where the backend has one; otherwise the
 // plain ops, through the scratch tensors, which are then left holding the intermediate).

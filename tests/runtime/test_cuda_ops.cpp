@@ -528,8 +528,9 @@ TEST_F(CudaOps, MlaAttentionMatchesCpu) {
   }
 }
 
-// One matmul per head: the one-launch kernel (up to 8 tokens) and the per-head loop beyond,
-// over strided views of x and out, f32 and bf16 weights (the CPU given the bf16 values in f32).
+// One matmul per head: the one-launch kernel (up to 8 tokens, x kept in f32) and the per-head
+// loop beyond (cuBLASLt, which takes x rounded to bf16 for bf16 weights: so does the reference
+// there), over strided views of x and out, f32 and bf16 weights (the CPU given them in f32).
 TEST_F(CudaOps, MatmulHeadsMatchesCpu) {
   const int64_t H = 5, N = 72, K = 40;
   for (DType dt : {DType::F32, DType::BF16}) {
@@ -539,7 +540,12 @@ TEST_F(CudaOps, MatmulHeadsMatchesCpu) {
     Tensor w_g = w_host.to(kGpu).reshape({H, N, K});
     for (int64_t T : {1, 3, 8, 20}) {
       Tensor xw = randn({T, H, K + 6});
-      Tensor x = xw.slice(2, 2, K);
+      Tensor xr = Tensor::empty({T, H, K + 6}, DType::F32);
+      for (int64_t i = 0; i < xw.numel(); ++i) {
+        const float v = xw.data<float>()[i];
+        xr.data<float>()[i] = dt == DType::BF16 && T > 8 ? bf16_to_f32(f32_to_bf16(v)) : v;
+      }
+      Tensor x = xr.slice(2, 2, K);
       Tensor ref_wide = Tensor::empty({T, H + 1, N}, DType::F32);
       Tensor ref = ref_wide.slice(1, 1, H);
       matmul_heads(x, w_ref, ref);
