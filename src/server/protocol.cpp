@@ -123,8 +123,8 @@ void reject_unsupported(const ojson& body) {
     if (non_empty(body, f))
       throw bad_request(std::string("'") + f + "' is not supported by this server", f);
   }
-  // Fields with no effect here, as in vLLM (no beam search, no reasoning parser, fast
-  // tokenizers), still get their types checked.
+  // Fields with no effect here, as in vLLM (fast tokenizers), still get their types
+  // checked (include_reasoning and parallel_tool_calls: chat_output_options).
   for (const char* f : {"spaces_between_special_tokens", "include_reasoning",
                         "parallel_tool_calls"})
     get_bool(body, f);

@@ -19,6 +19,12 @@ void reject_unsupported(const ojson& body);
 // or grammar that does not compile is a 400 naming the field and the reason.
 std::shared_ptr<const structured::CompiledGrammar> output_grammar(const ojson& body,
                                                                   const ServingContext& ctx);
+// tools, tool_choice, parallel_tool_calls, include_reasoning and the server's parsers -> how
+// the output is read, as vLLM's checks allow; tool_choice "required" or a named function
+// also sets the grammar of `params` (the tool's JSON schema). Throws ApiError 400.
+std::shared_ptr<const ChatOutputOptions> chat_output_options(const ojson& body,
+                                                             const ServingContext& ctx,
+                                                             SamplingParams& params);
 // SamplingParams from the body's vLLM fields, minus `skip`; n checked against the server cap.
 SamplingParams sampling_params(const ojson& body, const ServingContext& ctx,
                                std::initializer_list<const char*> skip);
