@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "model/load.h"
 #include "runtime/device.h"
@@ -186,6 +188,29 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--reasoning-parser", c.reasoning_parser,
                   "Split think-tag reasoning into reasoning_content / reasoning")
       ->check(CLI::IsMember(server::ReasoningParser::names()));
+  cmd->add_option_function<std::string>("--structured-outputs-config", [a](const std::string& v) {
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(v);
+        } catch (const nlohmann::json::exception&) {
+          throw CLI::ValidationError("--structured-outputs-config", "must be a JSON object");
+        }
+        if (!j.is_object())
+          throw CLI::ValidationError("--structured-outputs-config", "must be a JSON object");
+        for (const auto& [k, val] : j.items()) {
+          if (k == "enable_in_reasoning" && val.is_boolean()) {
+            a->config.structured_enable_in_reasoning = val.get<bool>();
+          } else if (k == "backend" && val.is_string() &&
+                     (val == "auto" || val == "xgrammar" || val == "guidance")) {
+            // One grammar engine here; vLLM's backend names are accepted and mean it.
+          } else {
+            throw CLI::ValidationError("--structured-outputs-config",
+                                       "'" + k + "' is not supported (only "
+                                       "enable_in_reasoning and backend)");
+          }
+        }
+      }, "JSON, as vLLM's: {\"enable_in_reasoning\": true} lets grammars constrain the "
+         "reasoning too");
   cmd->add_flag("--disable-log-stats", [a](int64_t) { a->config.log_stats = false; },
                 "No periodic throughput lines");
   cmd->add_flag("--disable-uvicorn-access-log", [a](int64_t) { a->config.access_log = false; },

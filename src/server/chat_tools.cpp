@@ -25,7 +25,7 @@ ojson parameters_of(const ojson& tool) {
 }
 
 // vLLM's schema for "required": a non-empty list of {"name": <one tool>, "parameters": <its
-// schema>}, the tools' $defs lifted to the top.
+// schema>} objects, the tools' $defs lifted to the top.
 ojson required_schema(const ojson& tools) {
   ojson any = ojson::array();
   ojson defs = ojson::object();
@@ -40,14 +40,15 @@ ojson required_schema(const ojson& tools) {
       }
       params.erase("$defs");
     }
-    any.push_back({{"properties",
+    any.push_back({{"type", "object"},
+                   {"properties",
                     {{"name", {{"type", "string"}, {"enum", {tool["function"]["name"]}}}},
                      {"parameters", params}}},
                    {"required", {"name", "parameters"}}});
   }
-  ojson schema = {{"type", "array"},
-                  {"minItems", 1},
-                  {"items", {{"type", "object"}, {"anyOf", any}}}};
+  // vLLM writes {"type": "object", "anyOf": [...]}; the type moved into each branch means
+  // the same and is the form our schema compiler takes.
+  ojson schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any}}}};
   if (!defs.empty()) schema["$defs"] = defs;
   return schema;
 }
@@ -79,9 +80,10 @@ std::shared_ptr<const ChatOutputOptions> chat_output_options(const ojson& body,
   o->parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
   const ojson* tools = nullptr;
   if (auto t = body.find("tools"); t != body.end() && !t->is_null()) tools = &*t;
+  // As vLLM: an absent tool_choice is "auto" with tools, an explicit null is "none".
   ojson choice = nullptr;
   if (auto c = body.find("tool_choice"); c != body.end()) choice = *c;
-  if (choice.is_null() && tools && tools->is_array() && !tools->empty()) choice = "auto";
+  else if (tools && tools->is_array() && !tools->empty()) choice = "auto";
   if (!choice.is_null() && choice != "none") {
     if (!tools) throw bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
     if (!(choice == "auto" || choice == "required" || choice.is_object()))
@@ -151,7 +153,8 @@ std::shared_ptr<const ChatOutputOptions> chat_output_options(const ojson& body,
         thinking = e->get<bool>();
     o->reasoning = ReasoningParser::make(ctx.config.reasoning_parser, thinking);
     // As vLLM: a grammar constrains only what follows the reasoning.
-    if (params.grammar && !o->reasoning->disabled()) {
+    if (params.grammar && !o->reasoning->disabled() &&
+        !ctx.config.structured_enable_in_reasoning) {
       params.grammar_after = o->reasoning->end_tag();
       if (auto id = ctx.tokenizer->token_to_id(params.grammar_after))
         params.grammar_after_token = *id;

@@ -65,16 +65,13 @@ ReasoningSplit ReasoningParser::scan(std::string_view text, bool final) const {
   } else if (!final && std::string_view(start_).starts_with(text.substr(lead))) {
     return out;  // may still become <think>
   }
-  if (const size_t end = body.find(end_); end != std::string_view::npos) {
-    out.ended = true;
-    out.reasoning = std::string(body.substr(0, end));
-    if (end + end_.size() < body.size()) out.content = std::string(body.substr(end + end_.size()));
-    return out;
-  }
-  size_t keep = body.size() - (final ? 0 : held_back(body, end_));
+  const size_t end = body.find(end_);
   if (name_ == "qwen3") {
-    for (size_t at = body.find(kToolCall); at != std::string_view::npos;
-         at = body.find(kToolCall, at + 1)) {
+    // A tool call that opens before any </think> ends the reasoning there (whichever comes
+    // first wins, whole or streamed).
+    const std::string_view before = body.substr(0, end);
+    for (size_t at = before.find(kToolCall); at != std::string_view::npos;
+         at = before.find(kToolCall, at + 1)) {
       const ToolStart t = tool_call_at(body, at);
       if (t == ToolStart::kYes) {
         out.ended = true;
@@ -83,12 +80,23 @@ ReasoningSplit ReasoningParser::scan(std::string_view text, bool final) const {
         return out;
       }
       if (t == ToolStart::kMaybe && !final) {
-        keep = std::min(keep, at);
-        break;
+        out.reasoning = std::string(body.substr(0, at));
+        return out;
       }
     }
-    if (!final) keep = std::min(keep, body.size() - held_back(body, kToolCall));
+    if (end == std::string_view::npos && !final) {
+      const size_t held = std::max(held_back(body, end_), held_back(body, kToolCall));
+      out.reasoning = std::string(body.substr(0, body.size() - held));
+      return out;
+    }
   }
+  if (end != std::string_view::npos) {
+    out.ended = true;
+    out.reasoning = std::string(body.substr(0, end));
+    if (end + end_.size() < body.size()) out.content = std::string(body.substr(end + end_.size()));
+    return out;
+  }
+  const size_t keep = body.size() - (final ? 0 : held_back(body, end_));
   out.reasoning = std::string(body.substr(0, keep));
   return out;
 }

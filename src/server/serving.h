@@ -50,6 +50,9 @@ struct ServerConfig {
   bool enable_auto_tool_choice = false;  // tool_choice "auto" (needs tool_call_parser)
   std::string tool_call_parser;          // --tool-call-parser: how "auto" reads calls
   std::string reasoning_parser;          // --reasoning-parser: think-tag splitting
+  // --structured-outputs-config enable_in_reasoning: grammars also constrain the reasoning
+  // (else, as vLLM, they start after the reasoning parser's end tag).
+  bool structured_enable_in_reasoning = false;
   EngineConfig engine;
 };
 
