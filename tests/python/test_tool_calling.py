@@ -41,6 +41,7 @@ SEARCH = {
     "type": "function",
     "function": {
         "name": "search",
+        "description": "Search the web",
         "parameters": {
             "type": "object",
             "properties": {"query": {"type": "string", "maxLength": 20}},
@@ -151,7 +152,7 @@ def test_required_streams_like_non_streaming(client):
      "Expected field `name`"),
     ({"tool_choice": "required", "tools": TOOLS, "structured_outputs": {"regex": "a"}},
      "structured output"),
-    ({"tool_choice": "required", "tools": TOOLS, "parallel_tool_calls": "yes"},
+    ({"tool_choice": "required", "tools": TOOLS, "parallel_tool_calls": "maybe"},
      "parallel_tool_calls"),
 ])
 def test_bad_tool_choice_is_400(server, body, message):
