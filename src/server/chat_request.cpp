@@ -227,6 +227,8 @@ ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx) {
       body, ctx, {"messages", "tools", "max_tokens", "max_completion_tokens", "logprobs",
                   "top_logprobs", "stream", "stream_options", "model", "chat_template",
                   "chat_template_kwargs", "documents", "tool_choice", "echo"});
+  if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null())
+    validate_tools(*tools);  // before tool_choice, as pydantic checks the body first
   r.output = detail::chat_output_options(body, ctx, r.params);
   r.logprobs = get_bool(body, "logprobs").value_or(false);
   if (auto top = get_int(body, "top_logprobs")) {

@@ -145,6 +145,7 @@ std::shared_ptr<const ChatOutputOptions> chat_output_options(const ojson& body,
     o->mode = ToolMode::kAuto;
     o->tool_parser = make_tool_parser(ctx.config.tool_call_parser, *tools);
     o->mistral_ids = o->tool_parser->mistral_ids();
+    if (o->tool_parser->keeps_special_tokens()) params.skip_special_tokens = false;
   }
   if (!ctx.config.reasoning_parser.empty()) {
     bool thinking = true;

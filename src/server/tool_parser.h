@@ -39,6 +39,9 @@ class ToolParser {
   virtual ToolScan scan(std::string_view text, bool final) const = 0;
   // vLLM's id style of the format: "chatcmpl-tool-<32 hex>" or Mistral's 9 alphanumerics.
   virtual bool mistral_ids() const { return false; }
+  // As vLLM's adjust_request: formats whose tags may be special tokens (Mistral's [TOOL_CALLS],
+  // Hermes 2 Pro's <tool_call>) keep special tokens in the output text.
+  virtual bool keeps_special_tokens() const { return false; }
 };
 
 // The parser names of --tool-call-parser this server knows.

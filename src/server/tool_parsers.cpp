@@ -131,6 +131,7 @@ ObjectScan call_object(std::string_view t, size_t p, std::vector<std::string_vie
 // content only before the first call.
 class HermesParser : public ToolParser {
  public:
+  bool keeps_special_tokens() const override { return true; }
   ToolScan scan(std::string_view t, bool final) const override {
     static constexpr std::string_view kOpen = "<tool_call>";
     const size_t first = t.find(kOpen);
@@ -179,6 +180,7 @@ class Llama3JsonParser : public ToolParser {
 class MistralParser : public ToolParser {
  public:
   bool mistral_ids() const override { return true; }
+  bool keeps_special_tokens() const override { return true; }
   ToolScan scan(std::string_view t, bool final) const override {
     static constexpr std::string_view kTag = "[TOOL_CALLS]", kArgs = "[ARGS]";
     const size_t first = t.find(kTag);

@@ -175,9 +175,10 @@ TEST_F(ProtocolTest, RenderLimitsAreA400NamingTheLimit) {
 }
 
 TEST_F(ProtocolTest, ToolsFollowTheOpenAISchema) {
-  auto with_tools = [&](const std::string& tools) {
+  // tool_choice "none": tools without it mean "auto", a 400 on a server without a parser.
+  auto with_tools = [&](const std::string& tools, const std::string& choice = R"("none")") {
     return chat_error(ctx_, R"({"messages": [{"role": "user", "content": "x"}], "tools": )" +
-                                tools + "}");
+                                tools + R"(, "tool_choice": )" + choice + "}");
   };
   EXPECT_EQ(with_tools("[1, 2, 3]"), "400 tools: 'tools[0]' must be an object, not a number");
   EXPECT_EQ(with_tools(R"([{"type": "function", "function": {"description": "d"}}])"),
@@ -191,7 +192,12 @@ TEST_F(ProtocolTest, ToolsFollowTheOpenAISchema) {
   EXPECT_EQ(with_tools(R"([{"type": "function", "function": {"name": "f", "description": null,
                             "parameters": {"type": "object"}, "strict": true}, "x": 1}])"),
             "200");
-  EXPECT_EQ(with_tools("null"), "200");
+  EXPECT_EQ(with_tools("null", "null"), "200");
+  // The tool list is checked before tool_choice, as pydantic does before vLLM's serving checks.
+  EXPECT_EQ(with_tools("[1]", R"("auto")"), "400 tools: 'tools[0]' must be an object, not a number");
+  EXPECT_EQ(with_tools(R"([{"function": {"name": "f"}}])", R"("auto")"),
+            "400 tool_choice: \"auto\" tool choice requires --enable-auto-tool-choice and "
+            "--tool-call-parser to be set");
 }
 
 TEST_F(ProtocolTest, ContinueFinalMessageCutsAfterItsContent) {
