@@ -319,3 +319,17 @@ def test_bad_parser_flags_stop_start_up(binary, model, args, message):
     r = run(binary, "serve", model, *args, timeout=60)
     assert r.returncode != 0
     assert message in r.stderr + r.stdout
+
+
+def test_stop_token_is_not_text_even_with_special_tokens(client):
+    """vLLM's detokenizer leaves out the token that stopped the completion (EOS here) unless
+    include_stop_str_in_output: the hermes and mistral parsers turn skip_special_tokens off."""
+    def content(**extra):
+        r = client.chat.completions.create(
+            model=MODEL_NAME, messages=USER, max_tokens=10, temperature=0,
+            extra_body={"structured_outputs": {"regex": "ok"}, "skip_special_tokens": False,
+                        **extra})
+        assert r.choices[0].finish_reason == "stop"
+        return r.choices[0].message.content
+    assert content() == "ok"
+    assert content(include_stop_str_in_output=True) == "ok<|im_end|>"
