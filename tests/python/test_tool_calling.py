@@ -283,7 +283,8 @@ def test_tool_result_round_trip(pclient, parsers):
 
 @pytest.fixture(scope="module")
 def qwen3(binary):
-    srv = ServerProcess(binary, "--reasoning-parser", "qwen3").wait_ready()
+    srv = ServerProcess(binary, "--reasoning-parser", "qwen3",
+                        "--trust-request-chat-template").wait_ready()
     yield srv
     assert srv.stop() == 0
 
@@ -333,3 +334,22 @@ def test_stop_token_is_not_text_even_with_special_tokens(client):
         return r.choices[0].message.content
     assert content() == "ok"
     assert content(include_stop_str_in_output=True) == "ok<|im_end|>"
+
+
+def test_enable_thinking_reaches_the_template(qwen3):
+    """chat_template_kwargs go to the template: Qwen3's own template with enable_thinking false
+    renders the empty think block, as jinja2 renders it."""
+    config = json.loads((ROOT.parent / "shared" / "tokenizers" / "qwen3" /
+                         "tokenizer_config.json").read_text())
+    source = config["chat_template"]
+    tmpl = load_template_tool().compile_template(source)
+    for thinking in (False, True):
+        want = tmpl.render(messages=USER, tools=None, documents=None, add_generation_prompt=True,
+                           enable_thinking=thinking, bos_token=None, eos_token=config["eos_token"])
+        assert ("<think>\n\n</think>" in want) == (not thinking)
+        got = requests.post(qwen3.url + "/tokenize", timeout=30, json={
+            "messages": USER, "chat_template": source,
+            "chat_template_kwargs": {"enable_thinking": thinking}}).json()["tokens"]
+        want_ids = requests.post(qwen3.url + "/tokenize", timeout=30, json={
+            "prompt": want, "add_special_tokens": False}).json()["tokens"]
+        assert got == want_ids
