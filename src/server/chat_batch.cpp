@@ -82,8 +82,7 @@ void handle_chat_completions_batch(ServingContext& ctx, const httplib::Request& 
     BatchChoice& c = choices[i];
     usage.prompt_tokens += static_cast<int64_t>(r.prompt.ids.size());
     usage.completion_tokens += static_cast<int64_t>(c.token_ids.size());
-    const std::string engine_reason = c.finish_reason.is_string() ? c.finish_reason.get<std::string>() : "stop";
-    ChatMessageOut m = chat_message(*r.output, c.content, engine_reason);
+    ChatMessageOut m = chat_message(*r.output, c.content);
     if (!r.echo.empty()) m.content = r.echo + m.content.value_or("");
     list.push_back(chat_choice_json(i, chat_message_json(r.role, m),
                                     first.logprobs ? &c.logprobs : nullptr, c.finish_reason,

@@ -200,7 +200,7 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req,
     const ChatChoice& c = choices[i];
     const std::string engine_reason =
         c.finish_reason.is_string() ? c.finish_reason.get<std::string>() : "stop";
-    ChatMessageOut m = chat_message(*r.output, c.content, engine_reason);
+    ChatMessageOut m = chat_message(*r.output, c.content);
     if (!r.echo.empty()) m.content = r.echo + m.content.value_or("");
     list.push_back(chat_choice_json(i, chat_message_json(r.role, m),
                                     r.logprobs ? &c.logprobs : nullptr,

@@ -5,9 +5,7 @@ namespace vllm::server {
 
 using ToolMode = ChatOutputOptions::ToolMode;
 
-ChatMessageOut chat_message(const ChatOutputOptions& o, const std::string& text,
-                            const std::string& finish_reason) {
-  (void)finish_reason;
+ChatMessageOut chat_message(const ChatOutputOptions& o, const std::string& text) {
   ChatMessageOut m;
   std::optional<std::string> content = text;
   if (o.reasoning) {

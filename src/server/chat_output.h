@@ -37,9 +37,8 @@ struct ChatMessageOut {
   bool tools_called = false;  // finish_reason becomes "tool_calls"
 };
 
-// The message of a finished choice; `finish_reason` is the engine's.
-ChatMessageOut chat_message(const ChatOutputOptions& o, const std::string& text,
-                            const std::string& finish_reason);
+// The message of a finished choice's whole text.
+ChatMessageOut chat_message(const ChatOutputOptions& o, const std::string& text);
 // vLLM's finish_reason: "tool_calls" for auto calls made and for required, else the engine's.
 std::string chat_finish_reason(const ChatOutputOptions& o, bool tools_called,
                                const std::string& engine_reason);

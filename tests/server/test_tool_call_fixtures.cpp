@@ -31,7 +31,7 @@ TEST(ToolCallFixtures, EveryTemplateFormatParsesBack) {
     if (!c["reasoning_parser"].is_null())
       o.reasoning = ReasoningParser::make(c["reasoning_parser"].get<std::string>(), true);
     const std::string output = c["output"].get<std::string>();
-    const ChatMessageOut m = chat_message(o, output, "stop");
+    const ChatMessageOut m = chat_message(o, output);
     const ojson& calls = c["calls"];
     ASSERT_EQ(m.tool_calls.size(), calls.size());
     EXPECT_TRUE(m.tools_called);

@@ -522,7 +522,7 @@ TEST(ChatOutput, ToolCallsAfterThinkBlock) {
   const std::string text =
       "<think>need weather</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
       "{\"city\": \"Paris\"}}\n</tool_call>";
-  ChatMessageOut m = chat_message(o, text, "stop");
+  ChatMessageOut m = chat_message(o, text);
   EXPECT_EQ(m.reasoning, std::optional<std::string>("need weather"));
   EXPECT_EQ(m.content, std::optional<std::string>("\n\n"));
   ASSERT_EQ(m.tool_calls.size(), 1u);
