@@ -50,6 +50,13 @@ class Normalizer {
   }
 
   Status container(char close, bool object) {
+    // Model output is untrusted: nesting deeper than any real arguments is an error, not a
+    // deep recursion.
+    if (++depth_ > kMaxDepth) return kError;
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     out_ += t_[p_++];
     ws();
     if (at_end()) return kCut;
@@ -209,9 +216,11 @@ class Normalizer {
     return kDone;
   }
 
+  static constexpr int kMaxDepth = 128;
   std::string_view t_;
   size_t p_;
   std::string out_;
+  int depth_ = 0;
 };
 
 }  // namespace

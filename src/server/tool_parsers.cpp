@@ -408,6 +408,14 @@ class PyLiteral {
   size_t pos() const { return p_; }
   // nullopt when cut off or malformed (`error` tells which).
   std::optional<ojson> value(bool* error) {
+    if (depth_ > 128) {  // untrusted text: no deep recursion
+      *error = true;
+      return std::nullopt;
+    }
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{++depth_};
     p_ = skip_ws(t_, p_);
     if (p_ >= t_.size()) return std::nullopt;
     const char c = t_[p_];
@@ -530,6 +538,7 @@ class PyLiteral {
   }
   std::string_view t_;
   size_t p_;
+  int depth_ = 0;
 };
 
 // Pythonic (Llama 3.2/4, ToolACE): [get_weather(city="Paris"), f()], possibly inside

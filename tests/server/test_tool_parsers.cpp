@@ -36,6 +36,10 @@ TEST(NormalizeJson, MatchesPythonJsonDumps) {
   }
   EXPECT_TRUE(normalize_json("{\"a\": tru").out == "{\"a\": ");
   EXPECT_TRUE(normalize_json("{\"a\" 1}").error);
+  // Untrusted nesting is an error, not a deep recursion.
+  EXPECT_TRUE(normalize_json(std::string(100000, '[')).error);
+  auto py = make_tool_parser("pythonic", {});
+  EXPECT_TRUE(parse_tool_calls(*py, "[f(x=" + std::string(100000, '[') + ")]").calls.empty());
 }
 
 TEST(NormalizeJson, PrefixesGivePrefixes) {
