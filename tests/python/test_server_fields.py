@@ -251,7 +251,7 @@ BAD_REQUESTS = [
     ("cmpl", {"vllm_xargs": {"k": 1}}, "vllm_xargs", "not supported"),
     ("chat", {"structural_tag": "{}"}, "structural_tag", "not supported"),
     ("cmpl", {"structured_outputs": {"structural_tag": "{}"}}, "structured_outputs.structural_tag",
-     "not supported"),
+     "'structures' must be a list"),
     ("chat", {"mm_processor_kwargs": {"num_crops": 4}}, "mm_processor_kwargs", "not supported"),
     ("cmpl", {"priority": 3}, "priority", "Priority scheduling is not enabled"),
     ("chat", {"spaces_between_special_tokens": "perhaps"}, "spaces_between_special_tokens",

@@ -189,7 +189,67 @@ def test_json_layout_options(server):
         assert re.fullmatch(r"\[\n?-?\d+\n?(,\n?-?\d+\n?)+\]", text), text
 
 
+def tag_segments(text, tag):
+    """Every structure in text under a legacy structural tag: (begin, JSON value, end) in order;
+    asserts that each trigger is followed by a whole structure (begin, JSON, end)."""
+    out, pos = [], 0
+    decoder = json.JSONDecoder()
+    while True:
+        hits = [(text.find(t, pos), t) for t in tag["triggers"] if text.find(t, pos) >= 0]
+        if not hits:
+            return out
+        at = min(h[0] for h in hits)
+        st = next(s for s in tag["structures"] if text.startswith(s["begin"], at))
+        body = at + len(st["begin"])
+        value, stop = decoder.raw_decode(text, body)
+        assert text.startswith(st["end"], stop), text
+        jsonschema.validate(value, st.get("schema") or {})
+        out.append((st["begin"], value, st["end"]))
+        pos = stop + len(st["end"])
+
+
+TOOL_TAG = {"type": "structural_tag",
+            "structures": [{"begin": "<tool=weather>", "schema": WEATHER_TOOL, "end": "</tool>"},
+                           {"begin": "<tool=person>", "schema": PERSON, "end": "</tool>"}],
+            "triggers": ["<tool="]}
+TOOL_PROMPT = ('Tool calls look like <tool=weather>{"location": "Paris", "unit": "celsius"}</tool>.\n'
+               'Q: weather in Oslo?\nA: <tool=weather>{"location": "Oslo", "unit": "celsius"}</tool>\n'
+               'Q: weather in Rome?\nA: <tool=')
+
+
+@pytest.mark.parametrize("temperature", [0, 1])
+def test_structural_tag(server, temperature):
+    """Free text, then a trigger; what follows the trigger is a begin, JSON of its schema and
+    the end. The prompt stops inside the trigger, so the output has to complete one; the same
+    tag through response_format (chat and completions) and structured_outputs (JSON text)."""
+    so_tag = json.dumps({k: v for k, v in TOOL_TAG.items() if k != "type"})
+    for choices in (completion(server, TOOL_PROMPT, temperature=temperature, seed=5, n=2,
+                               max_tokens=80, response_format=TOOL_TAG),
+                    completion(server, TOOL_PROMPT, temperature=temperature, seed=5,
+                               max_tokens=80, structured_outputs={"structural_tag": so_tag})):
+        for c in choices:
+            # The prompt ends with "<tool=": a structure is where the text starts.
+            text = "<tool=" + c["text"]
+            segments = tag_segments(text, TOOL_TAG)
+            assert segments, text
+            if c["finish_reason"] == "length":  # cut: the last structure may be unfinished
+                continue
+            assert c["finish_reason"] == "stop", c
+    choices = chat(server, "Weather in Paris? Answer with <tool=weather>{...}</tool>.",
+                   temperature=temperature, seed=5, max_tokens=120, response_format=TOOL_TAG)
+    tag_segments(choices[0]["message"]["content"], TOOL_TAG)
+
+
 @pytest.mark.parametrize("body,what", [
+    ({"response_format": {"type": "structural_tag", "format": {"type": "triggered_tags"}}},
+     "'format'"),
+    ({"structured_outputs": {"structural_tag": json.dumps(
+        {"structures": [{"begin": "<a>", "end": "</a>"}], "triggers": ["<b>"]})}},
+     "does not start with any trigger"),
+    ({"response_format": {"type": "structural_tag", "triggers": ["<a"],
+                          "structures": [{"begin": "<a>", "schema": {"not": {}}, "end": "</a>"}]}},
+     "'not'"),
+    ({"structured_outputs": {"structural_tag": "{oops"}}, "structured_outputs.structural_tag"),
     ({"guided_json": {"type": "object", "not": {"required": ["a"]}}}, "'not'"),
     ({"response_format": {"type": "json_schema",
                           "json_schema": {"name": "x", "schema": {"type": "string", "format": "ipv9"}}}},
