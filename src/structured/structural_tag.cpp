@@ -96,7 +96,82 @@ struct TriggerAutomaton {
   }
 };
 
+std::vector<std::string> string_list(const ojson& v, const std::string& what) {
+  std::vector<std::string> out;
+  if (!v.is_array()) throw Error("structural_tag: " + what + " must be a list of strings");
+  for (const auto& t : v) {
+    if (!t.is_string()) throw Error("structural_tag: " + what + " must be a list of strings");
+    out.push_back(t.get<std::string>());
+  }
+  return out;
+}
+
 }  // namespace
+
+// xgrammar's newer form, the subset that is the legacy form: {"type": "structural_tag",
+// "format": {"type": "triggered_tags", "triggers": [...], "tags": [{"type": "tag", "begin",
+// "content": {"type": "json_schema", "json_schema": {...}}, "end"}]}} with at_least_one and
+// stop_after_first false. Anything else is an Error naming it.
+static Symbol format_to_grammar(GrammarBuilder& g, const ojson& tag,
+                                const JsonOptions& options) {
+  for (const auto& [k, v] : tag.items())
+    if (k != "type" && k != "format")
+      throw Error("structural_tag: the field '" + k + "' is not supported next to 'format'");
+  const ojson& f = tag["format"];
+  if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+    throw Error("structural_tag: 'format' must be an object with a 'type'");
+  const std::string type = f["type"].get<std::string>();
+  if (type != "triggered_tags")
+    throw Error("structural_tag: format type '" + type +
+                "' is not supported (only 'triggered_tags', or 'structures' and 'triggers')");
+  for (const auto& [k, v] : f.items()) {
+    if (k == "at_least_one" || k == "stop_after_first") {
+      if (!v.is_boolean()) throw Error("structural_tag: format." + k + " must be a boolean");
+      if (v.get<bool>()) throw Error("structural_tag: format." + k + " true is not supported");
+    } else if (k != "type" && k != "triggers" && k != "tags") {
+      throw Error("structural_tag: format." + k + " is not supported");
+    }
+  }
+  if (!f.contains("tags") || !f["tags"].is_array())
+    throw Error("structural_tag: format.tags must be a list");
+  const auto triggers =
+      string_list(f.contains("triggers") ? f["triggers"] : ojson(), "format.triggers");
+  std::vector<TagStructure> structures;
+  for (size_t i = 0; i < f["tags"].size(); ++i) {
+    const ojson& t = f["tags"][i];
+    const std::string where = "structural_tag: format.tags[" + std::to_string(i) + "]";
+    if (!t.is_object()) throw Error(where + " must be an object");
+    for (const auto& [k, v] : t.items()) {
+      if (k == "type") {
+        if (v != "tag") throw Error(where + ".type must be 'tag'");
+      } else if (k != "begin" && k != "content" && k != "end") {
+        throw Error(where + "." + k + " is not supported");
+      }
+    }
+    if (!t.contains("begin") || !t["begin"].is_string())
+      throw Error(where + ".begin must be a string");
+    if (!t.contains("end") || !t["end"].is_string())
+      throw Error(where + ".end must be a string (lists of ends are not supported)");
+    const ojson* content = t.contains("content") ? &t["content"] : nullptr;
+    const std::string ctype = content && content->is_object() && content->contains("type") &&
+                                      (*content)["type"].is_string()
+                                  ? (*content)["type"].get<std::string>()
+                                  : "";
+    if (ctype != "json_schema")
+      throw Error(where + ".content: " +
+                  (ctype.empty() ? std::string("must be an object with a 'type'")
+                                 : "type '" + ctype + "' is not supported (only 'json_schema')"));
+    for (const auto& [k, v] : content->items())
+      if (k != "type" && k != "json_schema")
+        throw Error(where + ".content." + k + " is not supported");
+    if (!content->contains("json_schema") ||
+        !((*content)["json_schema"].is_object() || (*content)["json_schema"].is_boolean()))
+      throw Error(where + ".content.json_schema must be a JSON schema (an object)");
+    structures.push_back({t["begin"].get<std::string>(), (*content)["json_schema"].dump(),
+                          t["end"].get<std::string>()});
+  }
+  return structural_tag_grammar(g, structures, triggers, options);
+}
 
 Symbol structural_tag_grammar(GrammarBuilder& g, const std::vector<TagStructure>& structures,
                               const std::vector<std::string>& triggers,
@@ -193,9 +268,7 @@ Symbol structural_tag_to_grammar(GrammarBuilder& g, std::string_view tag_json,
     throw Error("structural_tag: not valid JSON");
   }
   if (!tag.is_object()) throw Error("structural_tag: must be a JSON object");
-  if (tag.contains("format"))
-    throw Error("structural_tag: the 'format' form (xgrammar's structural tag format) is not "
-                "supported; use 'structures' and 'triggers'");
+  if (tag.contains("format")) return format_to_grammar(g, tag, options);
   for (const auto& [k, v] : tag.items())
     if (k != "type" && k != "structures" && k != "triggers")
       throw Error("structural_tag: the field '" + k + "' is not supported");

@@ -28,8 +28,10 @@ Symbol structural_tag_grammar(GrammarBuilder& g, const std::vector<TagStructure>
                               const std::vector<std::string>& triggers,
                               const JsonOptions& options = {});
 
-// The same from JSON text {"structures": [{"begin", "schema", "end"}], "triggers": [...]}
-// (vLLM's legacy structural tag). xgrammar's newer {"format": ...} form is an Error.
+// The same from JSON text: {"structures": [{"begin", "schema", "end"}], "triggers": [...]}
+// (vLLM's legacy structural tag), or xgrammar's newer {"format": ...} form where it says the
+// same thing: a "triggered_tags" format of "tag"s with "json_schema" content, at_least_one and
+// stop_after_first false. Any other format is an Error naming what is not supported.
 Symbol structural_tag_to_grammar(GrammarBuilder& g, std::string_view tag_json,
                                  const JsonOptions& options = {});
 

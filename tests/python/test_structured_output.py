@@ -232,10 +232,18 @@ def test_structural_tag(server, temperature):
     the end. The prompt stops inside the trigger, so the output has to complete one; the same
     tag through response_format (chat and completions) and structured_outputs (JSON text)."""
     so_tag = json.dumps({k: v for k, v in TOOL_TAG.items() if k != "type"})
+    # xgrammar's newer form of the same tag.
+    format_tag = {"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": TOOL_TAG["triggers"],
+        "tags": [{"type": "tag", "begin": s["begin"], "end": s["end"],
+                  "content": {"type": "json_schema", "json_schema": s["schema"]}}
+                 for s in TOOL_TAG["structures"]]}}
     for choices in (completion(server, TOOL_PROMPT, temperature=temperature, seed=5, n=2,
                                max_tokens=80, response_format=TOOL_TAG),
                     completion(server, TOOL_PROMPT, temperature=temperature, seed=5,
-                               max_tokens=80, structured_outputs={"structural_tag": so_tag})):
+                               max_tokens=80, structured_outputs={"structural_tag": so_tag}),
+                    completion(server, TOOL_PROMPT, temperature=temperature, seed=5,
+                               max_tokens=80, response_format=format_tag)):
         for c in choices:
             # The prompt ends with "<tool=": a structure is where the text starts.
             text = "<tool=" + c["text"]
@@ -249,8 +257,8 @@ def test_structural_tag(server, temperature):
 
 
 @pytest.mark.parametrize("body,what", [
-    ({"response_format": {"type": "structural_tag", "format": {"type": "triggered_tags"}}},
-     "'format'"),
+    ({"response_format": {"type": "structural_tag", "format": {"type": "or", "elements": []}}},
+     "format type 'or' is not supported"),
     ({"structured_outputs": {"structural_tag": json.dumps(
         {"structures": [{"begin": "<a>", "end": "</a>"}], "triggers": ["<b>"]})}},
      "does not start with any trigger"),

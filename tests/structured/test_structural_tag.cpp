@@ -100,6 +100,20 @@ TEST(StructuralTag, SeveralTriggersAndNoSchema) {
   EXPECT_FALSE(viable(tag, "<tool>x"));
 }
 
+// xgrammar's newer form, where it says what the legacy form says.
+TEST(StructuralTag, TriggeredTagsFormat) {
+  const std::string tag = R"({"type": "structural_tag", "format": {"type": "triggered_tags",
+      "triggers": ["<function="], "tags": [{"type": "tag", "begin": "<function=get_time>",
+        "content": {"type": "json_schema", "json_schema": {"type": "object",
+          "properties": {"tz": {"type": "integer"}}, "required": ["tz"],
+          "additionalProperties": false}}, "end": "</function>"}],
+      "at_least_one": false, "stop_after_first": false}})";
+  EXPECT_TRUE(accepts(tag, "x <functio y"));
+  EXPECT_TRUE(accepts(tag, R"(a <function=get_time>{"tz": 2}</function> b)"));
+  EXPECT_FALSE(viable(tag, R"(<function=get_weather>)"));
+  EXPECT_FALSE(viable(tag, R"(<function=get_time>{"tz": "x")"));
+}
+
 TEST(StructuralTag, ErrorsNameWhatIsUnsupported) {
   auto message = [](const std::string& tag) -> std::string {
     try {
@@ -109,8 +123,14 @@ TEST(StructuralTag, ErrorsNameWhatIsUnsupported) {
     }
     return "";
   };
-  EXPECT_NE(message(R"({"type": "structural_tag", "format": {"type": "triggered_tags"}})")
-                .find("'format'"), std::string::npos);
+  EXPECT_NE(message(R"({"type": "structural_tag", "format": {"type": "sequence"}})")
+                .find("format type 'sequence' is not supported"), std::string::npos);
+  EXPECT_NE(message(R"({"format": {"type": "triggered_tags", "triggers": ["<a"], "tags": [
+                {"begin": "<a>", "content": {"type": "regex", "pattern": "x"}, "end": "</a>"}]}})")
+                .find("type 'regex' is not supported"), std::string::npos);
+  EXPECT_NE(message(R"({"format": {"type": "triggered_tags", "triggers": ["<a"], "tags": [],
+                "stop_after_first": true}})")
+                .find("stop_after_first true is not supported"), std::string::npos);
   EXPECT_NE(message(R"({"structures": [{"begin": "<a>", "end": "</a>"}], "triggers": ["<b"]})")
                 .find("does not start with any trigger"), std::string::npos);
   EXPECT_NE(message(R"({"structures": [{"begin": "<a>", "end": "</a>"}], "triggers": []})")
