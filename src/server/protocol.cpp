@@ -111,12 +111,10 @@ void warn_unknown_fields(const ojson& body, bool chat) {
 }
 
 void reject_unsupported(const ojson& body) {
-  // A top-level structural_tag (structural tags come through structured_outputs or
-  // response_format), prefix-cache salts, KV transfer, extension arguments, per-request
-  // logits processors and multimodal inputs do nothing here: a 400 rather than silence.
-  // (Structured outputs: output_grammar.)
-  for (const char* f : {"structural_tag", "suffix", "prompt_embeds",
-                        "cache_salt", "kv_transfer_params"}) {
+  // Suffixes, prompt embeddings, prefix-cache salts, KV transfer, extension arguments,
+  // per-request logits processors and multimodal inputs do nothing here: a 400 rather than
+  // silence. (Structured outputs, structural_tag included: output_grammar.)
+  for (const char* f : {"suffix", "prompt_embeds", "cache_salt", "kv_transfer_params"}) {
     if (set(body, f))
       throw bad_request(std::string("'") + f + "' is not supported by this server", f);
   }

@@ -12,8 +12,7 @@ namespace vllm::server::detail {
 void require_object(const ojson& body);
 // Logs vLLM's warning for fields the endpoint does not know (they are ignored, as in vLLM).
 void warn_unknown_fields(const ojson& body, bool chat);
-// A top-level structural_tag, suffix, unknown response_format types, best_of != n: 400
-// rather than ignored.
+// suffix, unknown response_format types, best_of != n: 400 rather than ignored.
 void reject_unsupported(const ojson& body);
 // The structured-output constraint of a request (response_format, structured_outputs,
 // guided_*) compiled through the server's grammar cache; nullptr when there is none. A schema

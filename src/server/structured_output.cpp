@@ -1,7 +1,7 @@
 // Structured-output request fields -> a compiled grammar, on the HTTP handler's thread (the
 // engine thread never compiles): response_format (json_object, json_schema), vLLM's
 // structured_outputs {json, regex, choice, grammar, json_object, structural_tag},
-// response_format structural_tag and the older guided_json,
+// response_format structural_tag and the older guided_json, structural_tag (top level),
 // guided_regex, guided_choice, guided_grammar. At most one constraint per request.
 #include "server/api_error.h"
 #include "server/protocol_detail.h"
@@ -134,6 +134,9 @@ std::shared_ptr<const structured::CompiledGrammar> output_grammar(const ojson& b
   if (present(body, "guided_grammar"))
     add(found, Kind::kGrammar, "guided_grammar",
         string_field(body["guided_grammar"], "guided_grammar"));
+  if (present(body, "structural_tag"))
+    add(found, Kind::kStructuralTag, "structural_tag",
+        tag_text(body["structural_tag"], "structural_tag"));
   if (found.empty()) return nullptr;
   if (found.size() > 1)
     throw bad_request("only one kind of structured output per request: got '" + found[0].field +

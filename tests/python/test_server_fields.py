@@ -249,7 +249,7 @@ BAD_REQUESTS = [
      "not supported"),
     ("chat", {"logits_processors": ["my.Processor"]}, "logits_processors", "not supported"),
     ("cmpl", {"vllm_xargs": {"k": 1}}, "vllm_xargs", "not supported"),
-    ("chat", {"structural_tag": "{}"}, "structural_tag", "not supported"),
+    ("chat", {"structural_tag": "{}"}, "structural_tag", "'structures' must be a list"),
     ("cmpl", {"structured_outputs": {"structural_tag": "{}"}}, "structured_outputs.structural_tag",
      "'structures' must be a list"),
     ("chat", {"mm_processor_kwargs": {"num_crops": 4}}, "mm_processor_kwargs", "not supported"),

@@ -230,7 +230,8 @@ TOOL_PROMPT = ('Tool calls look like <tool=weather>{"location": "Paris", "unit":
 def test_structural_tag(server, temperature):
     """Free text, then a trigger; what follows the trigger is a begin, JSON of its schema and
     the end. The prompt stops inside the trigger, so the output has to complete one; the same
-    tag through response_format (chat and completions) and structured_outputs (JSON text)."""
+    tag through response_format (chat and completions, both forms), structured_outputs (JSON
+    text) and the older top-level structural_tag."""
     so_tag = json.dumps({k: v for k, v in TOOL_TAG.items() if k != "type"})
     # xgrammar's newer form of the same tag.
     format_tag = {"type": "structural_tag", "format": {
@@ -243,7 +244,9 @@ def test_structural_tag(server, temperature):
                     completion(server, TOOL_PROMPT, temperature=temperature, seed=5,
                                max_tokens=80, structured_outputs={"structural_tag": so_tag}),
                     completion(server, TOOL_PROMPT, temperature=temperature, seed=5,
-                               max_tokens=80, response_format=format_tag)):
+                               max_tokens=80, response_format=format_tag),
+                    completion(server, TOOL_PROMPT, temperature=temperature, seed=5,
+                               max_tokens=80, structural_tag=so_tag)):
         for c in choices:
             # The prompt ends with "<tool=": a structure is where the text starts.
             text = "<tool=" + c["text"]

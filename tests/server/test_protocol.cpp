@@ -302,11 +302,13 @@ TEST_F(ProtocolTest, ChatEchoAndRole) {
 TEST_F(ProtocolTest, FieldsWithoutAnEffectHereAreRefused) {
   const std::map<std::string, std::string> refused = {
       {"cache_salt", R"("x")"},         {"kv_transfer_params", R"({"a": 1})"},
-      {"structural_tag", R"("x")"},     {"suffix", R"("x")"},
-      {"vllm_xargs", R"({"a": 1})"},    {"logits_processors", R"(["m.P"])"}};
+      {"suffix", R"("x")"},             {"vllm_xargs", R"({"a": 1})"},
+      {"logits_processors", R"(["m.P"])"}};
   for (const auto& [f, value] : refused)
     EXPECT_EQ(param_of(R"({"prompt": "x", ")" + f + R"(": )" + value + "}"), f);
   EXPECT_EQ(param_of(R"({"prompt": "x", "priority": 1})"), "priority");  // fcfs server
+  // A structural tag is a constraint (vLLM's older top-level field): bad JSON names it.
+  EXPECT_EQ(param_of(R"({"prompt": "x", "structural_tag": "x"})"), "structural_tag");
   EXPECT_EQ(status_of(R"({"prompt": "x", "logits_processors": [], "user": "u",
                           "length_penalty": 1.0, "spaces_between_special_tokens": true})"), 200);
   auto r = parse_completion_request(
