@@ -1,7 +1,8 @@
 """The grammars of the structured-output oracle (tools/make_grammar_fixtures.py): regexes, GBNF
 grammars and JSON schemas, hand-written ones (function-calling tools, API payloads, config files)
 plus seeded random object schemas. Each case: (name, kind, text) with kind regex | grammar |
-json_schema | json_object | choice (text: JSON list)."""
+json_schema | json_object | choice (text: JSON list) | structural_tag (text: vLLM's legacy
+{"structures", "triggers"} JSON)."""
 import json
 import random
 
@@ -161,6 +162,27 @@ def random_schema(rng, depth=0):
     return {"type": k}
 
 
+# Structural tags: free text until a trigger, then begin + JSON + end. Short triggers ("<",
+# "e") so that random walks reach the structures; overlapping and nested-prefix triggers.
+STRUCTURAL_TAGS = [
+    {"structures": [
+        {"begin": "<f=get>", "schema": TOOLS[0], "end": "</f>"},
+        {"begin": "<f=find>", "schema": TOOLS[1], "end": "</f>"}],
+     "triggers": ["<f"]},
+    {"structures": [{"begin": "e", "schema": {"type": "object", "properties": {
+        "n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False},
+        "end": "\n"}], "triggers": ["e"]},
+    {"structures": [{"begin": "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ",
+                     "schema": TOOLS[0], "end": "}\n</tool_call>"}],
+     "triggers": ["<tool_call>"]},
+    {"structures": [
+        {"begin": "<", "schema": {"type": "array", "items": {"type": "boolean"}}, "end": ">"},
+        {"begin": "a=", "schema": {"type": "string"}, "end": ";"},
+        {"begin": "ha!", "end": "."}],
+     "triggers": ["<", "a", "ha"]},
+]
+
+
 def cases(num_random_schemas=40):
     out = []
     for i, r in enumerate(REGEXES):
@@ -175,4 +197,6 @@ def cases(num_random_schemas=40):
     out.append(("json_object", "json_object", ""))
     out.append(("choice_00", "choice", json.dumps(["yes", "no", "not sure"])))
     out.append(("choice_01", "choice", json.dumps(["Paris", "London", "Berlin", "Pa"])))
+    for i, t in enumerate(STRUCTURAL_TAGS):
+        out.append((f"structural_tag_{i:02d}", "structural_tag", json.dumps(t)))
     return out

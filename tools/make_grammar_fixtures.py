@@ -93,6 +93,33 @@ def lark_literal(s):
     return json.dumps(s)
 
 
+def rx(s):
+    """s as a literal in llguidance's regex syntax (every character escaped by code point)."""
+    return "".join(f"\\x{{{ord(c):x}}}" for c in s)
+
+
+def structural_tag_lark(text):
+    """vLLM's legacy structural tag in llguidance's Lark: free text (no trigger in it), or a
+    segment: free text up to the first trigger to complete, the rest of a structure's begin,
+    %json of its schema, its end; segments repeat. The first-trigger rule is the regex
+    intersection: text ending in trigger t with no trigger ending before its last byte."""
+    tag = json.loads(text)
+    any_trigger = "(" + "|".join(rx(t) for t in tag["triggers"]) + ")"
+    lines, items = [], []
+    for i, st in enumerate(tag["structures"]):
+        alts = []
+        for t in tag["triggers"]:
+            if st["begin"].startswith(t):
+                rest = st["begin"][len(t):]
+                alts.append(f"(/(?s:.)*{rx(t)}/ & ~/(?s:.)*{any_trigger}(?s:.)+/)" +
+                            (f" {lark_literal(rest)}" if rest else ""))
+        lines.append(f"SEG{i}: " + " | ".join(alts))
+        schema = st.get("schema") or {}
+        items.append(f"SEG{i} %json {json.dumps(schema)} {lark_literal(st['end'])}")
+    lines.append(f"TEXT: /(?s:.)+/ & ~/(?s:.)*{any_trigger}(?s:.)*/")
+    return "start: item* TEXT?\nitem: " + " | ".join(items) + "\n" + "\n".join(lines) + "\n"
+
+
 def ll_grammar(kind, text):
     if kind == "regex":
         return LLMatcher.grammar_from_regex(text)
@@ -104,6 +131,8 @@ def ll_grammar(kind, text):
         return LLMatcher.grammar_from_lark("start: " + " | ".join(lark_literal(c) for c in json.loads(text)))
     if kind == "grammar":
         return LLMatcher.grammar_from_lark(gbnf_to_lark(text))
+    if kind == "structural_tag":
+        return LLMatcher.grammar_from_lark(structural_tag_lark(text))
     raise ValueError(kind)
 
 

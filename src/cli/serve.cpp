@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "model/load.h"
 #include "runtime/device.h"
@@ -13,6 +15,8 @@
 #include "runtime/thread_pool.h"
 #include "server/http_server.h"
 #include "server/log.h"
+#include "server/reasoning_parser.h"
+#include "server/tool_parser.h"
 #include "util/check.h"
 
 namespace vllm::cli {
@@ -175,6 +179,38 @@ void add_serve(CLI::App& app) {
                 "GET /load reports the requests in flight (else 0)");
   cmd->add_flag("--enable-tokenizer-info-endpoint", c.enable_tokenizer_info_endpoint,
                 "Serve GET /tokenizer_info (tokenizer class, special tokens, chat template)");
+  cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice,
+                "Let tool_choice 'auto' read tool calls from the output (needs "
+                "--tool-call-parser)");
+  cmd->add_option("--tool-call-parser", c.tool_call_parser,
+                  "How tool calls are read from model output (tool_choice 'auto')")
+      ->check(CLI::IsMember(server::tool_parser_names()));
+  cmd->add_option("--reasoning-parser", c.reasoning_parser,
+                  "Split think-tag reasoning into reasoning_content / reasoning")
+      ->check(CLI::IsMember(server::ReasoningParser::names()));
+  cmd->add_option_function<std::string>("--structured-outputs-config", [a](const std::string& v) {
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(v);
+        } catch (const nlohmann::json::exception&) {
+          throw CLI::ValidationError("--structured-outputs-config", "must be a JSON object");
+        }
+        if (!j.is_object())
+          throw CLI::ValidationError("--structured-outputs-config", "must be a JSON object");
+        for (const auto& [k, val] : j.items()) {
+          if (k == "enable_in_reasoning" && val.is_boolean()) {
+            a->config.structured_enable_in_reasoning = val.get<bool>();
+          } else if (k == "backend" && val.is_string() &&
+                     (val == "auto" || val == "xgrammar" || val == "guidance")) {
+            // One grammar engine here; vLLM's backend names are accepted and mean it.
+          } else {
+            throw CLI::ValidationError("--structured-outputs-config",
+                                       "'" + k + "' is not supported (only "
+                                       "enable_in_reasoning and backend)");
+          }
+        }
+      }, "JSON, as vLLM's: {\"enable_in_reasoning\": true} lets grammars constrain the "
+         "reasoning too");
   cmd->add_flag("--disable-log-stats", [a](int64_t) { a->config.log_stats = false; },
                 "No periodic throughput lines");
   cmd->add_flag("--disable-uvicorn-access-log", [a](int64_t) { a->config.access_log = false; },
@@ -186,7 +222,12 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(0, 3600))->capture_default_str();
   cmd->add_option("--max-request-body-bytes", c.max_body_bytes, "Larger bodies get 413")
       ->check(CLI::Range(1024.0, 1e10))->capture_default_str();
-  cmd->callback([a] { std::exit(run_guarded([&] { return run_serve(*a); })); });
+  cmd->callback([a] {
+    if (a->config.enable_auto_tool_choice && a->config.tool_call_parser.empty())
+      throw CLI::ValidationError("--enable-auto-tool-choice",
+                                 "requires --tool-call-parser to be set");
+    std::exit(run_guarded([&] { return run_serve(*a); }));
+  });
 }
 
 }  // namespace vllm::cli

@@ -325,7 +325,19 @@ std::vector<RequestOutput> EngineCore::step() {
     core::RequestStatus status = done ? finished[u.request_id] : core::RequestStatus::kRunning;
     if (u.stop_token_id) out.stop_reason = std::to_string(*u.stop_token_id);
     if (c.detok) {
-      for (int32_t t : out.new_token_ids) c.text += c.detok->push(t);
+      // As vLLM's detokenizer: the token that stopped the completion (EOS or a stop token id)
+      // is not text, unless include_stop_str_in_output (it only shows with
+      // skip_special_tokens false).
+      size_t n = out.new_token_ids.size();
+      if (done && status == core::RequestStatus::kFinishedStopped && n > 0 &&
+          !c.params.include_stop_str_in_output) {
+        const int32_t last = out.new_token_ids.back();
+        const auto& eos = runner_->eos_ids();
+        if ((u.stop_token_id && *u.stop_token_id == last) ||
+            (!c.params.ignore_eos && std::find(eos.begin(), eos.end(), last) != eos.end()))
+          --n;
+      }
+      for (size_t i = 0; i < n; ++i) c.text += c.detok->push(out.new_token_ids[i]);
       if (done) c.text += c.detok->finish();
       // Stop strings: search only where a match could newly end.
       const size_t from = c.emitted;

@@ -20,7 +20,27 @@ void ModelRunner::add_request(const std::string& id, RunnerRequest request) {
   std::unique_ptr<structured::GrammarMatcher> matcher;
   if (request.params.grammar)
     matcher = std::make_unique<structured::GrammarMatcher>(request.params.grammar);
-  states_.emplace(id, State{std::move(request), std::move(sampler), {}, false, std::move(matcher), {}, false});
+  const bool waiting = matcher && !request.params.grammar_after.empty();
+  auto it = states_.emplace(id, State{std::move(request), std::move(sampler), {}, false,
+                                      std::move(matcher), {}, false, false, {}}).first;
+  it->second.grammar_waiting = waiting;
+}
+
+void ModelRunner::grammar_wait(State& st, int32_t token) {
+  const SamplingParams& p = st.request.params;
+  if (token == p.grammar_after_token) {
+    st.grammar_waiting = false;
+    return;
+  }
+  const std::string* bytes = st.matcher->grammar().vocab->token_bytes(token);
+  if (!bytes) return;
+  st.grammar_tail += *bytes;
+  if (st.grammar_tail.find(p.grammar_after) != std::string::npos) {
+    st.grammar_waiting = false;
+    return;
+  }
+  if (st.grammar_tail.size() > p.grammar_after.size())
+    st.grammar_tail.erase(0, st.grammar_tail.size() - p.grammar_after.size());
 }
 
 void ModelRunner::remove_request(const std::string& id) {
@@ -140,7 +160,7 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
     // Only the row a request samples from gets a grammar mask: a prefill chunk that samples
     // nothing never reaches here.
     std::span<const uint32_t> mask;
-    if (st.matcher) {
+    if (st.matcher && !st.grammar_waiting) {
       st.mask.resize(st.matcher->grammar().vocab->mask_words());
       try {
         if (st.grammar_failed) throw Error("the grammar already failed");
@@ -161,7 +181,9 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
     }
     SampleResult r = sample(l, st.request.params, st.sampler, eos_ids_, mask);
     // The mask allowed the token, so only a terminated grammar (EOS taken) refuses more.
-    if (st.matcher && !st.grammar_failed && !st.matcher->is_terminated()) {
+    if (st.matcher && st.grammar_waiting) {
+      grammar_wait(st, r.token);
+    } else if (st.matcher && !st.grammar_failed && !st.matcher->is_terminated()) {
       try {
         st.matcher->accept_token(r.token);
       } catch (const Error&) {

@@ -54,10 +54,16 @@ class ModelRunner {
     std::unique_ptr<structured::GrammarMatcher> matcher;
     std::vector<uint32_t> mask;
     bool grammar_failed = false;  // past a matcher limit: only EOS from then on
+    // params.grammar_after not yet seen: sampling is free, the last bytes are kept to find it.
+    bool grammar_waiting = false;
+    std::string grammar_tail;
     bool wants_prompt_logprobs() const {
       return request.params.prompt_logprobs.has_value() && !prompt_logprobs_sent;
     }
   };
+
+  // A sampled token while the grammar waits for params.grammar_after.
+  static void grammar_wait(State& st, int32_t token);
 
   const DecoderModel& model_;
   KvCache cache_;

@@ -37,6 +37,10 @@ struct SamplingParams {
   // Structured output: the grammar every completion must follow (compiled by the frontend,
   // shared); each sequence keeps its own matcher in the model runner.
   std::shared_ptr<const structured::CompiledGrammar> grammar;
+  // Non-empty: the grammar starts after the output contains this text (a reasoning parser's
+  // end tag), or after the token grammar_after_token; the text before it is free.
+  std::string grammar_after;
+  int32_t grammar_after_token = -1;
 
   bool greedy() const { return temperature < 1e-5f; }
   // Nothing edits or reports the distribution beyond temperature, top-k, top-p and min-p:

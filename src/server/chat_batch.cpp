@@ -82,7 +82,9 @@ void handle_chat_completions_batch(ServingContext& ctx, const httplib::Request& 
     BatchChoice& c = choices[i];
     usage.prompt_tokens += static_cast<int64_t>(r.prompt.ids.size());
     usage.completion_tokens += static_cast<int64_t>(c.token_ids.size());
-    list.push_back(chat_choice_json(i, r.role, r.echo + c.content,
+    ChatMessageOut m = chat_message(*r.output, c.content);
+    if (!r.echo.empty()) m.content = r.echo + m.content.value_or("");
+    list.push_back(chat_choice_json(i, chat_message_json(r.role, m),
                                     first.logprobs ? &c.logprobs : nullptr, c.finish_reason,
                                     c.stop_reason, r.report.token_ids ? &c.token_ids : nullptr));
   }

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "server/api_error.h"
+#include "server/chat_output.h"
 #include "server/responses.h"
 #include "server/router.h"
 #include "server/routes.h"
@@ -49,7 +50,9 @@ class ChatEvents : public EventFormatter {
  public:
   ChatEvents(const ServingContext& ctx, ChatRequest r, std::string id)
       : ctx_(ctx), r_(std::move(r)), id_(std::move(id)), created_(unix_time()),
-        choices_(r_.params.n) {}
+        choices_(r_.params.n) {
+    for (int i = 0; i < r_.params.n; ++i) streams_.emplace_back(*r_.output);
+  }
 
   void output(const TaggedOutput& o, std::vector<std::string>& events) override {
     // As vLLM: the role deltas go out with the first engine output, so a client's time to
@@ -94,6 +97,24 @@ class ChatEvents : public EventFormatter {
     }
   }
 
+  // The text delta through the choice's reasoning and tool-call parsers.
+  ChatDelta parse(int index, const RequestOutput& out) {
+    ChatDelta d;
+    if (!r_.output->active()) {
+      d.content = out.text_delta;
+      return d;
+    }
+    ChatOutputStream& s = streams_.at(index);
+    d = s.feed(out.text_delta);
+    if (out.finished) {
+      ChatDelta f = s.finish();
+      d.reasoning += f.reasoning;
+      d.content += f.content;
+      for (auto& c : f.tool_calls) d.tool_calls.push_back(std::move(c));
+    }
+    return d;
+  }
+
   void content_chunk(const TaggedOutput& o, std::vector<std::string>& events) {
     ChatChoice& c = choices_.at(o.out.index);
     accumulate(c, o.out);
@@ -102,11 +123,24 @@ class ChatEvents : public EventFormatter {
       lp = {{"content", chat_logprobs_content(o.out.logprobs, *ctx_.tokenizer, r_.top_logprobs,
                                               r_.report.tokens_as_ids)}};
     const bool new_ids = r_.report.token_ids && !o.out.new_token_ids.empty();
-    if (o.out.text_delta.empty() && lp.is_null() && !o.out.finished && !new_ids) return;
+    ChatDelta d = parse(o.out.index, o.out);
+    if (d.empty() && lp.is_null() && !o.out.finished && !new_ids) return;
     ojson delta = ojson::object();
-    if (!o.out.text_delta.empty()) delta["content"] = o.out.text_delta;
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.reasoning.empty()) {
+      delta["reasoning"] = d.reasoning;
+      delta["reasoning_content"] = d.reasoning;
+    }
+    if (!d.tool_calls.empty()) {
+      ojson calls = ojson::array();
+      for (const ToolCallDelta& t : d.tool_calls) calls.push_back(t.to_json());
+      delta["tool_calls"] = std::move(calls);
+    }
     ojson choice = {{"index", o.out.index}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)}};
-    choice["finish_reason"] = o.out.finished ? ojson(o.out.finish_reason) : ojson(nullptr);
+    const bool called = r_.output->active() && streams_.at(o.out.index).tools_called();
+    choice["finish_reason"] =
+        o.out.finished ? ojson(chat_finish_reason(*r_.output, called, o.out.finish_reason))
+                       : ojson(nullptr);
     if (o.out.finished) choice["stop_reason"] = stop_reason_json(o.out, r_.params);
     if (r_.report.token_ids) choice["token_ids"] = o.out.new_token_ids;
     ojson chunk = envelope(id_, "chat.completion.chunk", created_, r_.model);
@@ -125,6 +159,7 @@ class ChatEvents : public EventFormatter {
   std::string id_;
   int64_t created_;
   std::vector<ChatChoice> choices_;
+  std::vector<ChatOutputStream> streams_;  // per choice
   bool role_sent_ = false;
 };
 
@@ -163,8 +198,13 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req,
   ojson list = ojson::array();
   for (int i = 0; i < r.params.n; ++i) {
     const ChatChoice& c = choices[i];
-    list.push_back(chat_choice_json(i, r.role, r.echo + c.content,
-                                    r.logprobs ? &c.logprobs : nullptr, c.finish_reason,
+    const std::string engine_reason =
+        c.finish_reason.is_string() ? c.finish_reason.get<std::string>() : "stop";
+    ChatMessageOut m = chat_message(*r.output, c.content);
+    if (!r.echo.empty()) m.content = r.echo + m.content.value_or("");
+    list.push_back(chat_choice_json(i, chat_message_json(r.role, m),
+                                    r.logprobs ? &c.logprobs : nullptr,
+                                    chat_finish_reason(*r.output, m.tools_called, engine_reason),
                                     c.stop_reason, r.report.token_ids ? &c.token_ids : nullptr));
   }
   body["choices"] = std::move(list);

@@ -223,14 +223,13 @@ ChatRequest parse_chat_request(const ojson& body, const ServingContext& ctx) {
   r.report = detail::token_reporting(body, ctx);
   r.priority = detail::read_priority(body, ctx);
   r.request_id = get_string(body, "request_id").value_or("");
-  if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
-    if (!(tc->is_string() && (*tc == "none" || *tc == "auto")))
-      throw bad_request("tool_choice other than 'none' or 'auto' is not supported", "tool_choice");
-  }
   r.params = detail::sampling_params(
       body, ctx, {"messages", "tools", "max_tokens", "max_completion_tokens", "logprobs",
                   "top_logprobs", "stream", "stream_options", "model", "chat_template",
                   "chat_template_kwargs", "documents", "tool_choice", "echo"});
+  if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null())
+    validate_tools(*tools);  // before tool_choice, as pydantic checks the body first
+  r.output = detail::chat_output_options(body, ctx, r.params);
   r.logprobs = get_bool(body, "logprobs").value_or(false);
   if (auto top = get_int(body, "top_logprobs")) {
     if (*top < 0)

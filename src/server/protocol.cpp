@@ -111,11 +111,10 @@ void warn_unknown_fields(const ojson& body, bool chat) {
 }
 
 void reject_unsupported(const ojson& body) {
-  // Structural tags, whitespace patterns, prefix-cache salts, KV transfer, extension
-  // arguments, per-request logits processors and multimodal inputs do nothing here: a 400
-  // rather than silence. (Structured outputs: output_grammar.)
-  for (const char* f : {"structural_tag", "suffix", "prompt_embeds",
-                        "cache_salt", "kv_transfer_params"}) {
+  // Suffixes, prompt embeddings, prefix-cache salts, KV transfer, extension arguments,
+  // per-request logits processors and multimodal inputs do nothing here: a 400 rather than
+  // silence. (Structured outputs, structural_tag included: output_grammar.)
+  for (const char* f : {"suffix", "prompt_embeds", "cache_salt", "kv_transfer_params"}) {
     if (set(body, f))
       throw bad_request(std::string("'") + f + "' is not supported by this server", f);
   }
@@ -123,8 +122,8 @@ void reject_unsupported(const ojson& body) {
     if (non_empty(body, f))
       throw bad_request(std::string("'") + f + "' is not supported by this server", f);
   }
-  // Fields with no effect here, as in vLLM (no beam search, no reasoning parser, fast
-  // tokenizers), still get their types checked.
+  // Fields with no effect here, as in vLLM (fast tokenizers), still get their types
+  // checked (include_reasoning and parallel_tool_calls: chat_output_options).
   for (const char* f : {"spaces_between_special_tokens", "include_reasoning",
                         "parallel_tool_calls"})
     get_bool(body, f);
@@ -136,7 +135,8 @@ void reject_unsupported(const ojson& body) {
     if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
       throw bad_request("'response_format' must be an object with a 'type'", "response_format");
     const std::string type = (*it)["type"].get<std::string>();
-    if (type != "text" && type != "json_object" && type != "json_schema")
+    if (type != "text" && type != "json_object" && type != "json_schema" &&
+        type != "structural_tag")
       throw bad_request("response_format type '" + (*it)["type"].get<std::string>() +
                             "' is not supported by this server", "response_format");
   }

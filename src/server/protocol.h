@@ -3,6 +3,7 @@
 // logprobs bool + top_logprobs). Every problem is an ApiError naming the field.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 namespace vllm::server {
 
 struct ServingContext;
+struct ChatOutputOptions;
 using ojson = nlohmann::ordered_json;
 
 struct Prompt {
@@ -59,6 +61,8 @@ struct ChatRequest {
   std::string echo;  // echo: the last message's content when its role is `role`, else ""
   std::string request_id;
   int priority = 0;
+  // Reasoning and tool-call parsing of the output (tools, tool_choice, the server's parsers).
+  std::shared_ptr<const ChatOutputOptions> output;
 };
 
 // Parses a request body; throws ApiError 400 for malformed JSON or nesting deeper than 64.

@@ -12,13 +12,19 @@ namespace vllm::server::detail {
 void require_object(const ojson& body);
 // Logs vLLM's warning for fields the endpoint does not know (they are ignored, as in vLLM).
 void warn_unknown_fields(const ojson& body, bool chat);
-// structural_tag, suffix, unknown response_format types, best_of != n: 400 rather than ignored.
+// suffix, unknown response_format types, best_of != n: 400 rather than ignored.
 void reject_unsupported(const ojson& body);
 // The structured-output constraint of a request (response_format, structured_outputs,
 // guided_*) compiled through the server's grammar cache; nullptr when there is none. A schema
 // or grammar that does not compile is a 400 naming the field and the reason.
 std::shared_ptr<const structured::CompiledGrammar> output_grammar(const ojson& body,
                                                                   const ServingContext& ctx);
+// tools, tool_choice, parallel_tool_calls, include_reasoning and the server's parsers -> how
+// the output is read, as vLLM's checks allow; tool_choice "required" or a named function
+// also sets the grammar of `params` (the tool's JSON schema). Throws ApiError 400.
+std::shared_ptr<const ChatOutputOptions> chat_output_options(const ojson& body,
+                                                             const ServingContext& ctx,
+                                                             SamplingParams& params);
 // SamplingParams from the body's vLLM fields, minus `skip`; n checked against the server cap.
 SamplingParams sampling_params(const ojson& body, const ServingContext& ctx,
                                std::initializer_list<const char*> skip);

@@ -35,13 +35,23 @@ ojson Usage::to_json() const {
            cached_tokens ? ojson({{"cached_tokens", *cached_tokens}}) : ojson(nullptr)}};
 }
 
-ojson chat_choice_json(size_t index, const std::string& role, const std::string& content,
-                       const ojson* logprobs, const ojson& finish_reason,
-                       const ojson& stop_reason, const std::vector<int32_t>* token_ids) {
-  ojson message = {{"role", role},
-                   {"content", content},
-                   {"tool_calls", ojson::array()},
-                   {"reasoning_content", nullptr}};
+ojson chat_message_json(const std::string& role, const ChatMessageOut& m) {
+  ojson calls = ojson::array();
+  for (const ChatMessageOut::Call& c : m.tool_calls)
+    calls.push_back({{"id", c.id},
+                     {"type", "function"},
+                     {"function", {{"name", c.call.name}, {"arguments", c.call.arguments}}}});
+  const ojson reasoning = m.reasoning ? ojson(*m.reasoning) : ojson(nullptr);
+  return {{"role", role},
+          {"content", m.content ? ojson(*m.content) : ojson(nullptr)},
+          {"tool_calls", std::move(calls)},
+          {"reasoning_content", reasoning},
+          {"reasoning", reasoning}};
+}
+
+ojson chat_choice_json(size_t index, ojson message, const ojson* logprobs,
+                       const ojson& finish_reason, const ojson& stop_reason,
+                       const std::vector<int32_t>* token_ids) {
   return {{"index", index},
           {"message", std::move(message)},
           {"logprobs", logprobs ? ojson({{"content", *logprobs}}) : ojson(nullptr)},

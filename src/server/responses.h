@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine_core.h"
+#include "server/chat_output.h"
 #include "server/protocol.h"
 
 namespace vllm::server {
@@ -21,12 +22,15 @@ struct Usage {
   ojson to_json() const;
 };
 
+// The assistant message of a chat choice: content, tool_calls, and the reasoning under both
+// of vLLM's names (reasoning_content, older; reasoning, newer).
+ojson chat_message_json(const std::string& role, const ChatMessageOut& m);
+
 // One choice of a chat.completion body (chat completions and their batch endpoint): the
-// assistant message and what vLLM reports beside it. logprobs / token_ids are null when not
-// asked for.
-ojson chat_choice_json(size_t index, const std::string& role, const std::string& content,
-                       const ojson* logprobs, const ojson& finish_reason,
-                       const ojson& stop_reason, const std::vector<int32_t>* token_ids);
+// message and what vLLM reports beside it. logprobs / token_ids are null when not asked for.
+ojson chat_choice_json(size_t index, ojson message, const ojson* logprobs,
+                       const ojson& finish_reason, const ojson& stop_reason,
+                       const std::vector<int32_t>* token_ids);
 
 // vLLM's stop_reason: the stop string, the stop token id as a number, or null (EOS, length).
 ojson stop_reason_json(const RequestOutput& out, const SamplingParams& params);

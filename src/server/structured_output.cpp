@@ -1,6 +1,7 @@
 // Structured-output request fields -> a compiled grammar, on the HTTP handler's thread (the
 // engine thread never compiles): response_format (json_object, json_schema), vLLM's
-// structured_outputs {json, regex, choice, grammar, json_object} and the older guided_json,
+// structured_outputs {json, regex, choice, grammar, json_object, structural_tag},
+// response_format structural_tag and the older guided_json, structural_tag (top level),
 // guided_regex, guided_choice, guided_grammar. At most one constraint per request.
 #include "server/api_error.h"
 #include "server/protocol_detail.h"
@@ -31,6 +32,20 @@ std::string schema_text(const ojson& v, const std::string& field) {
   }
   if (v.is_object() || v.is_boolean()) return v.dump();
   throw bad_request("'" + field + "' must be a JSON schema (an object)", field);
+}
+
+// A structural tag given as JSON text (structured_outputs.structural_tag, as vLLM takes it) or
+// as an object; its form is checked when it compiles.
+std::string tag_text(const ojson& v, const std::string& field) {
+  if (v.is_string()) {
+    try {
+      return ojson::parse(v.get<std::string>()).dump();
+    } catch (const ojson::exception&) {
+      throw bad_request("'" + field + "' is not valid JSON", field);
+    }
+  }
+  if (v.is_object()) return v.dump();
+  throw bad_request("'" + field + "' must be a structural tag (JSON text or an object)", field);
 }
 
 std::string string_field(const ojson& v, const std::string& field) {
@@ -80,6 +95,8 @@ std::shared_ptr<const structured::CompiledGrammar> output_grammar(const ojson& b
                           "response_format");
       add(found, Kind::kJsonSchema, "response_format",
           schema_text(rf["json_schema"]["schema"], "response_format.json_schema.schema"));
+    } else if (type == "structural_tag") {
+      add(found, Kind::kStructuralTag, "response_format", tag_text(rf, "response_format"));
     }
   }
   if (present(body, "structured_outputs")) {
@@ -102,7 +119,7 @@ std::shared_ptr<const structured::CompiledGrammar> output_grammar(const ojson& b
       } else if (k == "whitespace_pattern") {
         options.whitespace_pattern = string_field(v, f);
       } else if (k == "structural_tag") {
-        throw bad_request("'" + f + "' is not supported by this server", f);
+        add(found, Kind::kStructuralTag, f, tag_text(v, f));
       } else {
         throw bad_request("'" + f + "' is not a structured_outputs field", f);
       }
@@ -117,6 +134,9 @@ std::shared_ptr<const structured::CompiledGrammar> output_grammar(const ojson& b
   if (present(body, "guided_grammar"))
     add(found, Kind::kGrammar, "guided_grammar",
         string_field(body["guided_grammar"], "guided_grammar"));
+  if (present(body, "structural_tag"))
+    add(found, Kind::kStructuralTag, "structural_tag",
+        tag_text(body["structural_tag"], "structural_tag"));
   if (found.empty()) return nullptr;
   if (found.size() > 1)
     throw bad_request("only one kind of structured output per request: got '" + found[0].field +

@@ -4,6 +4,7 @@
 #include "structured/gbnf.h"
 #include "structured/json_schema.h"
 #include "structured/regex.h"
+#include "structured/structural_tag.h"
 #include "util/check.h"
 
 namespace vllm::structured {
@@ -14,7 +15,8 @@ std::string OutputConstraint::key() const {
     for (const auto& c : choices) k += std::to_string(c.size()) + ":" + c;
   else
     k += text;
-  if (kind == Kind::kJsonSchema || kind == Kind::kJsonObject) {
+  if (kind == Kind::kJsonSchema || kind == Kind::kJsonObject ||
+      kind == Kind::kStructuralTag) {
     k.push_back('\n');
     k.push_back(json.any_whitespace ? '1' : '0');
     k.push_back(json.additional_properties ? '1' : '0');
@@ -52,6 +54,10 @@ std::shared_ptr<const CompiledGrammar> compile(const OutputConstraint& c,
     case OutputConstraint::Kind::kGrammar:
       kind = "grammar";
       root = gbnf_to_grammar(g, c.text);
+      break;
+    case OutputConstraint::Kind::kStructuralTag:
+      kind = "structural_tag";
+      root = structural_tag_to_grammar(g, c.text, c.json);
       break;
   }
   // The root must be a rule: wrap a bare byte class.

@@ -16,11 +16,11 @@
 namespace vllm::structured {
 
 struct OutputConstraint {
-  enum class Kind { kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
+  enum class Kind { kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar, kStructuralTag };
   Kind kind = Kind::kJsonObject;
-  std::string text;                  // schema JSON, regex or grammar
+  std::string text;                  // schema JSON, regex, grammar or structural tag JSON
   std::vector<std::string> choices;  // kChoice
-  JsonOptions json;                  // kJsonSchema, kJsonObject
+  JsonOptions json;                  // kJsonSchema, kJsonObject, kStructuralTag
   std::string key() const;           // identifies the grammar in the cache
 };
 

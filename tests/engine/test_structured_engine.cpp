@@ -131,3 +131,47 @@ TEST(StructuredEngine, BatchedChunkedPreemptedEqualsAloneSmolLM2) {
   EXPECT_GE(checked, 12);
   EXPECT_GE(stopped, checked - 2) << "most constrained completions should finish by the grammar";
 }
+
+// params.grammar_after (a reasoning parser's end tag): sampling is free until the output holds
+// that text (or the token grammar_after_token), then the grammar applies. Checked against the
+// unconstrained greedy run: the same first tokens, then exactly what the grammar allows.
+TEST(StructuredEngine, GrammarStartsAfterTheMarkerSmolLM2) {
+  if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " absent";
+  LoadedModel m = load_model(kSmol);
+  structured::GrammarCache cache(structured::TokenVocab::from_tokenizer(
+      *m.tokenizer, m.model->config().eos_token_ids, m.model->config().vocab_size));
+  const auto zzz = cache.get({OutputConstraint::Kind::kRegex, "zzz", {}, {}});
+  const std::vector<int32_t> prompt = m.tokenizer->encode("Name a colour:");
+  EngineConfig config;
+  config.max_model_len = 128;
+  auto run = [&](const SamplingParams& p) {
+    EngineCore core(*m.model, m.tokenizer.get(), config);
+    core.add_request("r", prompt, p);
+    return run_all(core)["r/0"];
+  };
+  SamplingParams unconstrained;
+  unconstrained.max_tokens = 6;
+  unconstrained.temperature = 0.0f;
+  const Out plain = run(unconstrained);
+  ASSERT_GE(plain.tokens.size(), 3u);
+  std::string marker;
+  for (int i = 0; i < 2; ++i) marker += *cache.vocab()->token_bytes(plain.tokens[i]);
+
+  SamplingParams gated = unconstrained;
+  gated.max_tokens = 20;
+  gated.grammar = zzz;
+  gated.grammar_after = marker;
+  const Out by_text = run(gated);
+  ASSERT_GE(by_text.tokens.size(), 2u);
+  EXPECT_EQ(std::vector<int32_t>(by_text.tokens.begin(), by_text.tokens.begin() + 2),
+            std::vector<int32_t>(plain.tokens.begin(), plain.tokens.begin() + 2));
+  EXPECT_EQ(by_text.text, marker + "zzz");
+  EXPECT_EQ(by_text.finish_reason, "stop");
+
+  gated.grammar_after = "\x01 never in the output";
+  gated.grammar_after_token = plain.tokens[0];
+  const Out by_token = run(gated);
+  EXPECT_EQ(by_token.tokens.at(0), plain.tokens[0]);
+  EXPECT_EQ(by_token.text, *cache.vocab()->token_bytes(plain.tokens[0]) + "zzz");
+  EXPECT_EQ(by_token.finish_reason, "stop");
+}

@@ -179,7 +179,9 @@ def test_valid_tools_are_accepted(trusting):
     # "type" defaults to "function"; optional fields may be null; unknown keys are tolerated.
     tools = [GOOD_TOOL, {"function": {"name": "f", "description": None, "parameters": None}},
              {"type": "function", "function": {"name": "g"}, "extra": 1}]
-    r, _ = post(trusting, "/v1/chat/completions", chat(tools=tools))
+    # tool_choice "none": tools alone mean "auto", which (as in vLLM) needs
+    # --enable-auto-tool-choice (tests/python/test_tool_calling.py).
+    r, _ = post(trusting, "/v1/chat/completions", chat(tools=tools, tool_choice="none"))
     assert r.status_code == 200, r.text
     r, _ = post(trusting, "/tokenize", {"model": MODEL_NAME, "messages": MESSAGES,
                                         "tools": tools})

@@ -189,7 +189,86 @@ def test_json_layout_options(server):
         assert re.fullmatch(r"\[\n?-?\d+\n?(,\n?-?\d+\n?)+\]", text), text
 
 
+def tag_segments(text, tag, cut=False):
+    """Every structure in text under a legacy structural tag: (begin, JSON value, end) in order;
+    asserts that each trigger is followed by a whole structure (begin, JSON of its schema, end).
+    cut: the text was cut by max_tokens, so its last structure may be a prefix of one."""
+    out, pos = [], 0
+    decoder = json.JSONDecoder()
+    while True:
+        hits = [text.find(t, pos) for t in tag["triggers"] if text.find(t, pos) >= 0]
+        if not hits:
+            return out
+        at = min(hits)
+        st = next((s for s in tag["structures"] if text.startswith(s["begin"], at)), None)
+        if st is None:
+            assert cut and any(s["begin"].startswith(text[at:]) for s in tag["structures"]), text
+            return out
+        try:
+            value, stop = decoder.raw_decode(text, at + len(st["begin"]))
+        except json.JSONDecodeError:
+            assert cut, text
+            return out
+        jsonschema.validate(value, st.get("schema") or {})
+        if not text.startswith(st["end"], stop):
+            assert cut and st["end"].startswith(text[stop:]), text
+            return out
+        out.append((st["begin"], value, st["end"]))
+        pos = stop + len(st["end"])
+
+
+TOOL_TAG = {"type": "structural_tag",
+            "structures": [{"begin": "<tool=weather>", "schema": WEATHER_TOOL, "end": "</tool>"},
+                           {"begin": "<tool=person>", "schema": PERSON, "end": "</tool>"}],
+            "triggers": ["<tool="]}
+TOOL_PROMPT = ('Tool calls look like <tool=weather>{"location": "Paris", "unit": "celsius"}</tool>.\n'
+               'Q: weather in Oslo?\nA: <tool=weather>{"location": "Oslo", "unit": "celsius"}</tool>\n'
+               'Q: weather in Rome?\nA: <tool=')
+
+
+@pytest.mark.parametrize("temperature", [0, 1])
+def test_structural_tag(server, temperature):
+    """Free text, then a trigger; what follows the trigger is a begin, JSON of its schema and
+    the end. The prompt stops inside the trigger, so the output has to complete one; the same
+    tag through response_format (chat and completions, both forms), structured_outputs (JSON
+    text) and the older top-level structural_tag."""
+    so_tag = json.dumps({k: v for k, v in TOOL_TAG.items() if k != "type"})
+    # xgrammar's newer form of the same tag.
+    format_tag = {"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": TOOL_TAG["triggers"],
+        "tags": [{"type": "tag", "begin": s["begin"], "end": s["end"],
+                  "content": {"type": "json_schema", "json_schema": s["schema"]}}
+                 for s in TOOL_TAG["structures"]]}}
+    for choices in (completion(server, TOOL_PROMPT, temperature=temperature, seed=5, n=2,
+                               max_tokens=80, response_format=TOOL_TAG),
+                    completion(server, TOOL_PROMPT, temperature=temperature, seed=5,
+                               max_tokens=80, structured_outputs={"structural_tag": so_tag}),
+                    completion(server, TOOL_PROMPT, temperature=temperature, seed=5,
+                               max_tokens=80, response_format=format_tag),
+                    completion(server, TOOL_PROMPT, temperature=temperature, seed=5,
+                               max_tokens=80, structural_tag=so_tag)):
+        for c in choices:
+            # The prompt ends with "<tool=": a structure is where the text starts.
+            text = "<tool=" + c["text"]
+            assert c["finish_reason"] in ("stop", "length"), c
+            segments = tag_segments(text, TOOL_TAG, cut=c["finish_reason"] == "length")
+            assert segments, text
+    choices = chat(server, "Weather in Paris? Answer with <tool=weather>{...}</tool>.",
+                   temperature=temperature, seed=5, max_tokens=120, response_format=TOOL_TAG)
+    tag_segments(choices[0]["message"]["content"], TOOL_TAG,
+                 cut=choices[0]["finish_reason"] == "length")
+
+
 @pytest.mark.parametrize("body,what", [
+    ({"response_format": {"type": "structural_tag", "format": {"type": "or", "elements": []}}},
+     "format type 'or' is not supported"),
+    ({"structured_outputs": {"structural_tag": json.dumps(
+        {"structures": [{"begin": "<a>", "end": "</a>"}], "triggers": ["<b>"]})}},
+     "does not start with any trigger"),
+    ({"response_format": {"type": "structural_tag", "triggers": ["<a"],
+                          "structures": [{"begin": "<a>", "schema": {"not": {}}, "end": "</a>"}]}},
+     "'not'"),
+    ({"structured_outputs": {"structural_tag": "{oops"}}, "structured_outputs.structural_tag"),
     ({"guided_json": {"type": "object", "not": {"required": ["a"]}}}, "'not'"),
     ({"response_format": {"type": "json_schema",
                           "json_schema": {"name": "x", "schema": {"type": "string", "format": "ipv9"}}}},

@@ -175,9 +175,10 @@ TEST_F(ProtocolTest, RenderLimitsAreA400NamingTheLimit) {
 }
 
 TEST_F(ProtocolTest, ToolsFollowTheOpenAISchema) {
-  auto with_tools = [&](const std::string& tools) {
+  // tool_choice "none": tools without it mean "auto", a 400 on a server without a parser.
+  auto with_tools = [&](const std::string& tools, const std::string& choice = R"("none")") {
     return chat_error(ctx_, R"({"messages": [{"role": "user", "content": "x"}], "tools": )" +
-                                tools + "}");
+                                tools + R"(, "tool_choice": )" + choice + "}");
   };
   EXPECT_EQ(with_tools("[1, 2, 3]"), "400 tools: 'tools[0]' must be an object, not a number");
   EXPECT_EQ(with_tools(R"([{"type": "function", "function": {"description": "d"}}])"),
@@ -191,7 +192,12 @@ TEST_F(ProtocolTest, ToolsFollowTheOpenAISchema) {
   EXPECT_EQ(with_tools(R"([{"type": "function", "function": {"name": "f", "description": null,
                             "parameters": {"type": "object"}, "strict": true}, "x": 1}])"),
             "200");
-  EXPECT_EQ(with_tools("null"), "200");
+  EXPECT_EQ(with_tools("null", "null"), "200");
+  // The tool list is checked before tool_choice, as pydantic does before vLLM's serving checks.
+  EXPECT_EQ(with_tools("[1]", R"("auto")"), "400 tools: 'tools[0]' must be an object, not a number");
+  EXPECT_EQ(with_tools(R"([{"function": {"name": "f"}}])", R"("auto")"),
+            "400 tool_choice: \"auto\" tool choice requires --enable-auto-tool-choice and "
+            "--tool-call-parser to be set");
 }
 
 TEST_F(ProtocolTest, ContinueFinalMessageCutsAfterItsContent) {
@@ -296,11 +302,13 @@ TEST_F(ProtocolTest, ChatEchoAndRole) {
 TEST_F(ProtocolTest, FieldsWithoutAnEffectHereAreRefused) {
   const std::map<std::string, std::string> refused = {
       {"cache_salt", R"("x")"},         {"kv_transfer_params", R"({"a": 1})"},
-      {"structural_tag", R"("x")"},     {"suffix", R"("x")"},
-      {"vllm_xargs", R"({"a": 1})"},    {"logits_processors", R"(["m.P"])"}};
+      {"suffix", R"("x")"},             {"vllm_xargs", R"({"a": 1})"},
+      {"logits_processors", R"(["m.P"])"}};
   for (const auto& [f, value] : refused)
     EXPECT_EQ(param_of(R"({"prompt": "x", ")" + f + R"(": )" + value + "}"), f);
   EXPECT_EQ(param_of(R"({"prompt": "x", "priority": 1})"), "priority");  // fcfs server
+  // A structural tag is a constraint (vLLM's older top-level field): bad JSON names it.
+  EXPECT_EQ(param_of(R"({"prompt": "x", "structural_tag": "x"})"), "structural_tag");
   EXPECT_EQ(status_of(R"({"prompt": "x", "logits_processors": [], "user": "u",
                           "length_penalty": 1.0, "spaces_between_special_tokens": true})"), 200);
   auto r = parse_completion_request(

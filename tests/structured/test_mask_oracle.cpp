@@ -60,6 +60,7 @@ OutputConstraint constraint(const std::string& kind, const std::string& text) {
   else if (kind == "grammar") c.kind = OutputConstraint::Kind::kGrammar;
   else if (kind == "json_schema") c.kind = OutputConstraint::Kind::kJsonSchema;
   else if (kind == "json_object") c.kind = OutputConstraint::Kind::kJsonObject;
+  else if (kind == "structural_tag") c.kind = OutputConstraint::Kind::kStructuralTag;
   else if (kind == "choice") {
     c.kind = OutputConstraint::Kind::kChoice;
     for (const auto& s : nlohmann::json::parse(text)) c.choices.push_back(s.get<std::string>());
