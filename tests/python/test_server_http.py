@@ -183,7 +183,7 @@ def test_prompt_ids_ending_inside_a_character(server):
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["text"] == "\U0001F642"
     chunks = requests.post(server.url + "/v1/completions", json={**body, "stream": True},
-                           timeout=30).text
+                           timeout=30).content.decode()
     texts = [json.loads(l[6:])["choices"][0]["text"] for l in chunks.splitlines()
              if l.startswith("data: {")]
     assert "".join(texts) == "\U0001F642"
