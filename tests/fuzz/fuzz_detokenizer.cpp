@@ -19,19 +19,6 @@ struct Tokenizers {
                                            vllm::fuzz::load_shared_tokenizer("llama2")};
 };
 
-std::vector<int32_t> fuzz_ids(std::string_view in, int32_t vocab) {
-  std::vector<int32_t> ids;
-  const auto* d = reinterpret_cast<const uint8_t*>(in.data());
-  for (size_t i = 0; i + 3 <= in.size(); i += 3) {
-    const uint32_t v = d[i] | (d[i + 1] << 8) | (uint32_t(d[i + 2]) << 16);
-    if (d[i + 2] == 0xFF)
-      ids.push_back(d[i + 1] & 1 ? -1 - d[i] : INT32_MAX - d[i]);
-    else
-      ids.push_back(static_cast<int32_t>(v % uint32_t(vocab + 4)));
-  }
-  return ids;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -55,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t max_stop = 0;
   for (const auto& s : stops) max_stop = std::max(max_stop, s.size());
 
-  std::vector<int32_t> all = fuzz_ids(id_part, tok.vocab_size());
+  std::vector<int32_t> all = vllm::fuzz::fuzz_ids(id_part, tok.vocab_size());
   const size_t nctx = std::min(num_context * 3, all.size());
   const std::vector<int32_t> context(all.begin(), all.begin() + nctx);
   const std::vector<int32_t> ids(all.begin() + nctx, all.end());

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tokenizer/tokenizer.h"
 
@@ -66,6 +67,21 @@ inline std::pair<std::string_view, std::string_view> split(std::string_view in, 
   const size_t at = in.find(sep);
   if (at == std::string_view::npos) return {in, {}};
   return {in.substr(0, at), in.substr(at + 1)};
+}
+
+// Token ids from bytes, 3 per id: mostly inside a vocabulary of `vocab`, sometimes negative
+// or far outside it (byte 2 == 0xFF).
+inline std::vector<int32_t> fuzz_ids(std::string_view in, int32_t vocab) {
+  std::vector<int32_t> ids;
+  const auto* d = reinterpret_cast<const uint8_t*>(in.data());
+  for (size_t i = 0; i + 3 <= in.size(); i += 3) {
+    const uint32_t v = d[i] | (d[i + 1] << 8) | (uint32_t(d[i + 2]) << 16);
+    if (d[i + 2] == 0xFF)
+      ids.push_back(d[i + 1] & 1 ? -1 - d[i] : INT32_MAX - d[i]);
+    else
+      ids.push_back(static_cast<int32_t>(v % uint32_t(vocab + 4)));
+  }
+  return ids;
 }
 
 }  // namespace vllm::fuzz
