@@ -37,7 +37,8 @@ as_root() { # runs a command as root: directly when we are root, else through su
 # --- 1. system packages -------------------------------------------------------------------
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev
   nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev libcli11-dev libfmt-dev libspdlog-dev
-  libxxhash-dev python3 python3-venv)
+  libxxhash-dev python3 python3-venv
+  clang libclang-rt-14-dev)  # the fuzz targets (scripts/fuzz.sh): clang 14 and its libFuzzer
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

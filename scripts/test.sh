@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh machine: set-up (everything built), C++ tests (CTest), the
 # black-box tests (pytest from .venv/) against the built binary, then the C++ suites again
-# under AddressSanitizer + UBSan. Safe to run again. SKIP_SANITIZERS=1 leaves the last stage out.
+# under AddressSanitizer + UBSan, then each libFuzzer target (tests/fuzz) for a short while.
+# Safe to run again. SKIP_SANITIZERS=1 leaves the sanitizer stage out, SKIP_FUZZ=1 the fuzz
+# stage; FUZZ_SECONDS sets each target's run (15).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 WITH_TEST_MODELS=1 scripts/setup.sh
@@ -39,5 +41,12 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   # The grammar engine, and its masks on SmolLM2's vocabulary against the recorded walks (the
   # chained walks take minutes at -O0).
   build-asan/test_structured --gtest_brief=1 --gtest_filter='-MaskOracle.LlguidanceChained*'
+fi
+
+# Each libFuzzer target (clang, ASan + UBSan, build-fuzz/) on its seed corpus for a short
+# while; the long runs are in docs/reliability.md.
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+  stage "fuzz targets (scripts/fuzz.sh all ${FUZZ_SECONDS:-15})"
+  scripts/fuzz.sh all "${FUZZ_SECONDS:-15}"
 fi
 printf '\n==> test: all stages passed\n'

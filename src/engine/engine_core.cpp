@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/device.h"
+#include "tokenizer/stop_strings.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -245,11 +246,7 @@ bool EngineCore::abort_request(const std::string& id) {
 // Moves newly final text into out.text_delta, holding back a tail that could still grow into
 // a stop string (never splitting a UTF-8 character).
 void EngineCore::emit_text(Completion& c, RequestOutput& out, bool final) {
-  size_t end = c.text.size();
-  if (!final && c.max_stop > 1) {
-    end = c.text.size() >= c.max_stop - 1 ? c.text.size() - (c.max_stop - 1) : 0;
-    while (end > c.emitted && end < c.text.size() && (c.text[end] & 0xC0) == 0x80) --end;
-  }
+  const size_t end = final_text_end(c.text, c.emitted, c.max_stop, final);
   if (end > c.emitted) {
     out.text_delta = c.text.substr(c.emitted, end - c.emitted);
     c.emitted = end;
@@ -340,18 +337,14 @@ std::vector<RequestOutput> EngineCore::step() {
       for (size_t i = 0; i < n; ++i) c.text += c.detok->push(out.new_token_ids[i]);
       if (done) c.text += c.detok->finish();
       // Stop strings: search only where a match could newly end.
-      const size_t from = c.emitted;
-      for (const std::string& stop : c.params.stop) {
-        const size_t pos = c.text.find(stop, from);
-        if (pos == std::string::npos) continue;
-        c.text.resize(c.params.include_stop_str_in_output ? pos + stop.size() : pos);
-        out.stop_reason = stop;
+      if (const std::string* stop = cut_at_stop_string(c.text, c.emitted, c.params.stop,
+                                                       c.params.include_stop_str_in_output)) {
+        out.stop_reason = *stop;
         if (!done) {
           scheduler_.finish_request(u.request_id, core::RequestStatus::kFinishedStopped);
           done = true;
         }
         status = core::RequestStatus::kFinishedStopped;
-        break;
       }
       emit_text(c, out, done);
     }

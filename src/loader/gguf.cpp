@@ -202,6 +202,12 @@ class GgufParser {
       if (__builtin_mul_overflow(inner / gt->block_size, gt->block_bytes, &row_bytes) ||
           __builtin_mul_overflow(rows, row_bytes, &nbytes))
         fail("byte size overflows 64 bits");
+      // A tensor view's strides multiply every dimension, 0s aside: with a 0 among them numel
+      // is 0, yet [0, 2^41, 2^23] f32 must be refused too.
+      int64_t extent = std::max<int64_t>(row_bytes, 1);
+      for (size_t d = 0; d + 1 < t.shape.size(); ++d)
+        if (__builtin_mul_overflow(extent, std::max<int64_t>(t.shape[d], 1), &extent))
+          fail("byte size overflows 64 bits");
       t.nbytes = static_cast<uint64_t>(nbytes);
       t.supported = gt->dtype.has_value();
       if (gt->dtype) t.dtype = *gt->dtype;

@@ -144,10 +144,13 @@ void SafetensorsModel::add_shard(const std::string& path) {
     TensorInfo t;
     t.dtype = entry["dtype"].get<std::string>();
     t.shard = shard;
-    int64_t numel = 1;
+    // numel, and the byte extent of the dimensions that are not 0 (a tensor view's strides
+    // multiply them all, so [0, 2^41, 2^23] must be refused too; 8: the widest element).
+    int64_t numel = 1, extent = 8;
     for (const json& d : entry["shape"]) {
       const uint64_t n = to_u64(path, d, what + " shape entry");
-      if (n > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, int64_t(n), &numel))
+      if (n > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, int64_t(n), &numel) ||
+          __builtin_mul_overflow(extent, std::max<int64_t>(int64_t(n), 1), &extent))
         fail(path, what + " shape overflows 64 bits");
       t.shape.push_back(static_cast<int64_t>(n));
     }

@@ -31,6 +31,7 @@
 #include "server/api_error.h"
 #include "server/embeddings.h"
 #include "server/generation.h"
+#include "server/http_framing.h"
 #include "server/log.h"
 #include "server/router.h"
 #include "server/routes.h"
@@ -60,39 +61,6 @@ constexpr auto kHeadTimeout = std::chrono::seconds(10);
 constexpr auto kBodyTimeout = std::chrono::seconds(60);
 // Connections served at once, one thread each; beyond it new connections get a 503.
 constexpr int kMaxConnections = 4096;
-// A request head (request line and header fields) larger or longer than this is refused.
-constexpr size_t kMaxHeadBytes = 64 * 1024;
-constexpr int kMaxHeaderFields = 256;
-
-// Why a request head breaks RFC 9112's framing rules ("" when it does not): httplib reads
-// these heads leniently, and some of them are request-smuggling shapes.
-std::string framing_error(const std::string& head, const httplib::Request& req) {
-  int fields = 0;
-  for (size_t pos = head.find('\n'); pos != std::string::npos && pos + 1 < head.size();) {
-    const size_t end = head.find('\n', pos + 1);
-    std::string line = head.substr(pos + 1, end == std::string::npos ? end : end - pos - 1);
-    pos = end;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) break;  // the end of the head
-    if (++fields > kMaxHeaderFields)
-      return "more than " + std::to_string(kMaxHeaderFields) + " header fields";
-    if (line[0] == ' ' || line[0] == '\t') return "obsolete line folding in a header field";
-    const size_t colon = line.find(':');
-    if (colon == 0 || colon == std::string::npos) return "malformed header field";
-    for (char c : line.substr(0, colon))
-      if (!std::isalnum(static_cast<unsigned char>(c)) && !std::strchr("!#$%&'*+-.^_`|~", c))
-        return "invalid character in a header field name";
-  }
-  const size_t lengths = req.get_header_value_count("Content-Length");
-  for (size_t i = 1; i < lengths; ++i)
-    if (req.get_header_value("Content-Length", i) != req.get_header_value("Content-Length"))
-      return "conflicting Content-Length header fields";
-  if (lengths > 0 && req.has_header("Transfer-Encoding"))
-    return "Content-Length together with Transfer-Encoding";
-  if (req.version == "HTTP/1.1" && req.get_header_value_count("Host") != 1)
-    return "an HTTP/1.1 request needs exactly one Host header field";
-  return "";
-}
 
 // The framing error of the request this thread is reading, for the pre-routing handler.
 thread_local std::string current_framing_error;

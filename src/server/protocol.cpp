@@ -22,7 +22,8 @@ ojson parse_body(const std::string& body) {
   };
   try {
     return ojson::parse(body, limit_depth);
-  } catch (const ojson::parse_error& e) {
+  } catch (const ojson::exception& e) {
+    // parse_error, and out_of_range for a number beyond a double (1e400).
     throw bad_request(std::string("invalid JSON in the request body: ") + e.what());
   }
 }

@@ -80,7 +80,9 @@ bool authorized(const ServingContext& ctx, const httplib::Request& req) {
 }
 
 // vLLM's validate_json_request: the media type must be application/json (parameters such as
-// charset allowed); anything else is a 400 before the body is read.
+// charset allowed); anything else is a 400 before the body is read. Older vLLM releases
+// answered 415 (an HTTPException); vLLM now raises a RequestValidationError, which its handler
+// answers with 400 "Bad Request" and this message (vllm/entrypoints/serve/utils), so 400 here.
 void require_json_content_type(const httplib::Request& req) {
   std::string type = req.get_header_value("Content-Type");
   type = type.substr(0, type.find(';'));

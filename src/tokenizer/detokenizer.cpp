@@ -32,7 +32,15 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool 
       break;
   }
   window_.assign(context.end() - static_cast<std::ptrdiff_t>(take), context.end());
-  prefix_text_ = tokenizer_.decode(window_, skip_special_tokens_);
+  // A context that ends inside a character (a prompt given as ids may) leaves its last tokens
+  // pending, as tokenizers' DecodeStream does: the prefix is the text of the longest leading
+  // part of the window that decodes without a trailing U+FFFD, so a generated token that
+  // completes the character emits it whole, never a piece of it.
+  for (size_t n = window_.size(); n > 0; --n) {
+    prefix_text_ = tokenizer_.decode(std::span(window_).first(n), skip_special_tokens_);
+    if (!ends_with_replacement(prefix_text_)) return;
+  }
+  prefix_text_.clear();
 }
 
 // A ByteFallback run may still grow while the last token that survives skipping is a byte token.
@@ -56,6 +64,9 @@ std::string IncrementalDetokenizer::take(const std::string& text) {
            text[common] == prefix_text_[common])
       ++common;
     common = std::max(common, std::min(prefix_text_.size(), text.size()));
+    // ... and never emit a piece of a character.
+    while (common < text.size() && (static_cast<unsigned char>(text[common]) & 0xC0) == 0x80)
+      ++common;
   }
   std::string delta = text.substr(common);
   prefix_text_ = text;

@@ -2,9 +2,9 @@
 
 namespace vllm {
 
-void fail_check(const char* expr, const std::string& msg, const std::source_location& loc) {
+void fail_check(const char* expr, const std::string& msg, const char* file, int line) {
   std::ostringstream os;
-  os << loc.file_name() << ":" << loc.line() << ": check failed: " << expr;
+  os << file << ":" << line << ": check failed: " << expr;
   if (!msg.empty()) os << ": " << msg;
   throw Error(os.str());
 }

@@ -1,7 +1,7 @@
 // Error reporting: one exception type for user-facing failures (bad files, bad input) and one
-// check macro for invariants, both carrying file:line via std::source_location.
+// check macro for invariants carrying file:line (__FILE__/__LINE__: clang 14, which builds the
+// fuzz targets, has no std::source_location with libstdc++ 12).
 #pragma once
-#include <source_location>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -15,7 +15,7 @@ class Error : public std::runtime_error {
 };
 
 [[noreturn]] void fail_check(const char* expr, const std::string& msg,
-                             const std::source_location& loc);
+                             const char* file, int line);
 
 namespace detail {
 inline std::string cat() { return {}; }
@@ -34,5 +34,5 @@ std::string cat(const Args&... args) {
   do {                                                                          \
     if (!(cond)) [[unlikely]]                                                   \
       ::vllm::fail_check(#cond, ::vllm::detail::cat(__VA_ARGS__),               \
-                         std::source_location::current());                      \
+                         __FILE__, __LINE__);                                   \
   } while (0)

@@ -140,6 +140,8 @@ TEST(GgufDamaged, BadTensorInfos) {
   expect_open_fails(tmp, one(0, {1ull << 32, 1ull << 32}, 4), {"'t'", "overflow"});
   expect_open_fails(tmp, one(0, {~0ull}, 4), {"'t'", "overflow"});
   expect_open_fails(tmp, one(0, {1ull << 61}, 4), {"'t'"});  // byte size overflows
+  // 0 elements, but a view's strides multiply the other dimensions (tests/fuzz/fuzz_gguf).
+  expect_open_fails(tmp, one(0, {1ull << 39, 1ull << 23, 0}, 0), {"'t'", "overflow"});
   expect_open_fails(tmp, one(8, {33}, 34), {"'t'", "block size"});
   expect_open_fails(tmp, one(0, {4}, 12), {"'t'", "outside"});  // data short by 4 bytes
   expect_open_fails(tmp, one(0, {4}, 16, 1ull << 20), {"'t'", "outside"});

@@ -175,6 +175,9 @@ TEST(Safetensors, DamagedHeaders) {
         {"'a'", "outside"});
   fails(raw_header(R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296],
                       "data_offsets": [0, 4]}})", 4), {"'a'", "overflow"});
+  // 0 elements, but a view's strides multiply the other dimensions (tests/fuzz).
+  fails(raw_header(R"({"a": {"dtype": "F32", "shape": [0, 8388608, 549755813888],
+                      "data_offsets": [0, 0]}})"), {"'a'", "overflow"});
   fails(raw_header(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 18446744073709551615]}})", 4),
         {"'a'", "outside"});
   // Unknown dtypes and odd ranks are listed but cannot be viewed.

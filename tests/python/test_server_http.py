@@ -162,6 +162,33 @@ def test_garbage_request_line_and_truncated_body(server):
     assert requests.get(server.url + "/health", timeout=5).status_code == 200
 
 
+def test_number_beyond_a_double_is_invalid_json(server):
+    # Found by tests/fuzz/fuzz_request_json: nlohmann's out_of_range escaped parse_body and was
+    # answered as "invalid request: [json.exception.out_of_range.406] ...".
+    r = requests.post(server.url + "/v1/completions", timeout=30,
+                      data=b'{"prompt": "Hi", "max_tokens": 1, "temperature": 1e400}',
+                      headers={"Content-Type": "application/json"})
+    assert_error_json(r, 400)
+    assert r.json()["error"]["message"].startswith("invalid JSON in the request body"), r.text
+
+
+def test_prompt_ids_ending_inside_a_character(server):
+    # Found by tests/fuzz/fuzz_detokenizer: SmolLM2 spells U+1F642 as tokens 10813 (F0 9F) and
+    # 38887 (99 82). With the prompt ending in 10813, the generated 38887 completes the
+    # character: it is emitted whole (as tokenizers' DecodeStream does), where the text used
+    # to start with a stray continuation byte (sent as U+FFFD).
+    body = {"prompt": [504, 10813], "max_tokens": 1, "temperature": 0,
+            "logit_bias": {"38887": 100}}
+    r = requests.post(server.url + "/v1/completions", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["text"] == "\U0001F642"
+    chunks = requests.post(server.url + "/v1/completions", json={**body, "stream": True},
+                           timeout=30).content.decode()
+    texts = [json.loads(l[6:])["choices"][0]["text"] for l in chunks.splitlines()
+             if l.startswith("data: {")]
+    assert "".join(texts) == "\U0001F642"
+
+
 def test_server_healthy_after_table(server):
     r = requests.post(server.url + "/v1/completions", json=cmpl(max_tokens=3), timeout=30)
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3

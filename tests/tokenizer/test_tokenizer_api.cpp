@@ -119,6 +119,28 @@ TEST(IncrementalDetokenizer, ContextKeepsTheLeadingSpace) {
   EXPECT_EQ(join(stream(*t, generated, false, prompt)), " world again");
 }
 
+// Found by tests/fuzz/fuzz_detokenizer: a prompt given as ids may end inside a character.
+// The character is emitted whole once a generated token completes it, as tokenizers'
+// DecodeStream does; before, the delta started at the byte length of the context's U+FFFD,
+// a piece of the character (invalid UTF-8 that reached clients as extra U+FFFDs).
+TEST(IncrementalDetokenizer, ContextEndingInsideACharacter) {
+  for (const char* name : {"llama3", "llama2"}) {
+    REQUIRE_TOKENIZER(t, name);
+    // U+1F642: four bytes, split over tokens in both vocabularies.
+    const auto ids = t->encode("ok \xF0\x9F\x99\x82 yes", false);
+    for (size_t cut = 1; cut + 1 < ids.size(); ++cut) {
+      const std::vector<int32_t> context(ids.begin(), ids.begin() + cut);
+      const std::vector<int32_t> generated(ids.begin() + cut, ids.end());
+      const auto deltas = stream(*t, generated, false, context);
+      for (const auto& d : deltas) EXPECT_TRUE(tok::utf8_is_valid(d)) << name << " cut " << cut;
+      const std::string text = join(deltas);
+      // The end of the text is the generated tokens' own, whatever the context.
+      EXPECT_TRUE(text.ends_with(" yes")) << name << " cut " << cut << ": " << text;
+      EXPECT_EQ(text.find(tok::kReplacementChar), std::string::npos) << name << " cut " << cut;
+    }
+  }
+}
+
 TEST(IncrementalDetokenizer, SkipsSpecialTokens) {
   REQUIRE_TOKENIZER(t, "qwen3");
   const auto ids = t->encode("<|im_start|>assistant\nHi there!<|im_end|>", false);

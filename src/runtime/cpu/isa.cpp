@@ -2,8 +2,20 @@
 
 #include <cstdlib>
 #include <cstring>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 namespace vllm::cpu {
+
+#if defined(__x86_64__)
+// CPUID leaf 1, ECX bit 29 (__builtin_cpu_supports("f16c") is unknown to clang 14, which
+// builds the fuzz targets).
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
 
 Isa detected_isa() {
   static const Isa isa = [] {
@@ -13,8 +25,7 @@ Isa detected_isa() {
     const bool want_scalar = cap && std::strcmp(cap, "scalar") == 0;
     const bool want_avx2 = cap && std::strcmp(cap, "avx2") == 0;
     __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     const bool vnni = avx2 && __builtin_cpu_supports("avx512vnni") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
     if (want_scalar) return Isa::Scalar;
