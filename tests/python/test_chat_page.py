@@ -223,3 +223,24 @@ def test_page_is_self_contained_and_can_be_turned_off(binary, server):
         assert requests.get(srv.url + "/v1/models", timeout=10).status_code == 200
     finally:
         assert srv.stop() == 0
+
+
+# The renderer against CommonMark's output for the subset it covers (whitespace between block
+# tags aside): https://spec.commonmark.org/ examples of emphasis, code spans, lists, fences.
+MARKDOWN_CASES = [
+    ("a *b* **c** `d`", "<p>a <em>b</em> <strong>c</strong> <code>d</code></p>"),
+    ("```py\nx = 1 < 2\n```", "<pre><code>x = 1 &lt; 2</code></pre>"),
+    ("- one\n- two", "<ul><li>one</li><li>two</li></ul>"),
+    ("1. one\n2. two", "<ol><li>one</li><li>two</li></ol>"),
+    ("p1\n\np2", "<p>p1</p><p>p2</p>"),
+    ("snake_case_name", "<p>snake_case_name</p>"),
+    ("`**not bold**`", "<p><code>**not bold**</code></p>"),
+    ("<b onclick=x>hi</b> & more", "<p>&lt;b onclick=x&gt;hi&lt;/b&gt; &amp; more</p>"),
+]
+
+
+@pytest.mark.parametrize("source,html", MARKDOWN_CASES)
+def test_markdown_subset(browser, server, source, html):
+    if browser.js("typeof renderMarkdown") != "function":
+        browser.open(server.url + "/")
+    assert browser.js(f"renderMarkdown({json.dumps(source)})") == html
