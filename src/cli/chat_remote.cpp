@@ -93,6 +93,9 @@ class RemoteChat : public ChatSession {
     if (!res)
       throw Error("cannot reach the server at " + opts_.url + ": " + httplib::to_string(res.error()) +
                   " (is `vllm-cpp serve` running there?)");
+    if (res->status == 404)
+      throw Error(error_message(404, res->body) + " (--url is the API base, e.g. " +
+                  "http://localhost:8000/v1)");
     if (res->status != 200) throw Error(error_message(res->status, res->body));
     const json j = json::parse(res->body, nullptr, false);
     if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
