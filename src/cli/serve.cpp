@@ -179,6 +179,8 @@ void add_serve(CLI::App& app) {
                 "GET /load reports the requests in flight (else 0)");
   cmd->add_flag("--enable-tokenizer-info-endpoint", c.enable_tokenizer_info_endpoint,
                 "Serve GET /tokenizer_info (tokenizer class, special tokens, chat template)");
+  cmd->add_flag("--no-webui", [a](int64_t) { a->config.webui = false; },
+                "Do not serve the chat page at / (it answers 404)");
   cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice,
                 "Let tool_choice 'auto' read tool calls from the output (needs "
                 "--tool-call-parser)");

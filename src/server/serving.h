@@ -48,6 +48,7 @@ struct ServerConfig {
   bool enable_force_include_usage = false;  // streams end with usage as if include_usage
   bool enable_server_load_tracking = false;  // GET /load counts requests in flight
   bool enable_tokenizer_info_endpoint = false;  // GET /tokenizer_info (else 404)
+  bool webui = true;                     // GET / serves the chat page (--no-webui: 404)
   bool enable_auto_tool_choice = false;  // tool_choice "auto" (needs tool_call_parser)
   std::string tool_call_parser;          // --tool-call-parser: how "auto" reads calls
   std::string reasoning_parser;          // --reasoning-parser: think-tag splitting
