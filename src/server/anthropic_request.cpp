@@ -143,9 +143,9 @@ void convert_message(const ojson& m, const std::string& path, ToolNames& names, 
     out.push_back({{"role", role}, {"content", *content}});
     return;
   }
-  if (!content->is_array())
-    throw bad_request("'" + path + ".content' must be a string or a list of content blocks",
-                      path + ".content");
+  if (!content->is_array() || (content->empty() && role == "user"))
+    throw bad_request("'" + path + ".content' must be a string or a non-empty list of content "
+                      "blocks", path + ".content");
   ojson parts = ojson::array(), calls = ojson::array();
   std::string reasoning;
   for (size_t k = 0; k < content->size(); ++k) {
@@ -192,6 +192,14 @@ ojson convert_messages(const ojson& body, const ojson* system) {
   for (size_t i = 0; i < messages->size(); ++i)
     convert_message((*messages)[i], "messages[" + std::to_string(i) + "]", names, out);
   return out;
+}
+
+// Anthropic's prefill: a final assistant turn (without tool calls) is continued, not answered.
+void continue_final_assistant(ojson& chat) {
+  const ojson& last = chat["messages"].back();
+  if (last["role"] != "assistant" || last.contains("tool_calls")) return;
+  chat["continue_final_message"] = true;
+  chat["add_generation_prompt"] = false;
 }
 
 ojson convert_tools(const ojson& tools) {
@@ -305,6 +313,7 @@ ojson chat_body_from_anthropic(const ojson& body, bool count, const ServingConte
   check_cache_control(body, "");
   ojson chat = {{"model", need_string(body, "model", "")}};
   chat["messages"] = convert_messages(body, field(body, "system"));
+  continue_final_assistant(chat);
   // vLLM's extension: keyword arguments for the chat template.
   if (const ojson* kw = field(body, "chat_template_kwargs")) {
     require_object(*kw, "chat_template_kwargs");

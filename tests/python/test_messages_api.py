@@ -152,6 +152,42 @@ def test_multi_turn_and_content_blocks(claude, oai):
     assert text_of(m) == c.choices[0].message.content
 
 
+def test_final_assistant_turn_is_continued(claude, oai, server):
+    prefill = [*USER, {"role": "assistant", "content": "The sea is"}]
+    m = create(claude, messages=prefill)
+    c = oai.chat.completions.create(model=MODEL_NAME, messages=prefill, max_tokens=24,
+                                    temperature=0, extra_body={"continue_final_message": True,
+                                                               "add_generation_prompt": False})
+    assert text_of(m) == c.choices[0].message.content
+    assert m.usage.input_tokens == c.usage.prompt_tokens
+    counted = claude.messages.count_tokens(model=MODEL_NAME, messages=prefill)
+    assert counted.input_tokens == m.usage.input_tokens
+    r = post(server, "/tokenize", {"model": MODEL_NAME, "messages": prefill,
+                                   "continue_final_message": True, "add_generation_prompt": False})
+    assert r.json()["count"] == counted.input_tokens
+
+
+@pytest.mark.parametrize("extra", [{"temperature": 1.0, "top_k": 1},
+                                   {"temperature": 1.0, "top_p": 1e-9}])
+def test_top_k_and_top_p_take_effect(claude, extra):
+    # One candidate token left: sampling at temperature 1 is greedy decoding.
+    greedy = text_of(create(claude, max_tokens=30))
+    for _ in range(2):
+        assert text_of(create(claude, max_tokens=30, extra_body=extra)) == greedy
+
+
+def test_cache_control_and_metadata_accepted(claude):
+    # The hints change nothing in the answer: the prefix cache is automatic.
+    plain = create(claude, system="Be brief.")
+    m = create(claude, metadata={"user_id": "user-1"}, cache_control={"type": "ephemeral"},
+               system=[{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+               messages=[{"role": "user", "content": [
+                   {"type": "text", "text": USER[0]["content"],
+                    "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}])
+    assert text_of(m) == text_of(plain)
+    assert m.usage.input_tokens == plain.usage.input_tokens
+
+
 def middle(text):
     """Five characters from the middle of `text`, a stop sequence it is sure to contain."""
     assert len(text) >= 20, text
@@ -343,6 +379,7 @@ BASE = {"model": MODEL_NAME, "max_tokens": 8, "messages": USER}
     ({k: v for k, v in BASE.items() if k != "model"}, "model"),
     ({**BASE, "messages": []}, "messages"),
     ({**BASE, "messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+    ({**BASE, "messages": [{"role": "user", "content": []}]}, "messages[0].content"),
     ({**BASE, "messages": [{"role": "user", "content": "x", "name": "bob"}]}, "messages[0].name"),
     ({**BASE, "messages": [{"role": "user", "content": [
         {"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}]}]},
