@@ -298,6 +298,34 @@ void convert_sampling(const ojson& body, ojson& chat) {
   }
 }
 
+// output_config {format: {type: json_schema, schema}, effort} -> chat's response_format (the
+// grammar engine enforces the schema) and reasoning_effort (what the template sees, as vLLM).
+void convert_output_config(const ojson& config, ojson& chat) {
+  require_object(config, "output_config");
+  reject_unknown(config, {"format", "effort"}, "output_config");
+  if (const ojson* format = field(config, "format")) {
+    require_object(*format, "output_config.format");
+    reject_unknown(*format, {"type", "schema"}, "output_config.format");
+    if (need_string(*format, "type", "output_config.format") != "json_schema")
+      throw bad_request("'output_config.format.type' must be 'json_schema'",
+                        "output_config.format.type");
+    const ojson* schema = field(*format, "schema");
+    if (!schema || !schema->is_object())
+      throw bad_request("'output_config.format.schema' must be an object",
+                        "output_config.format.schema");
+    chat["response_format"] = {{"type", "json_schema"},
+                               {"json_schema", {{"name", "output"}, {"schema", *schema}}}};
+  }
+  if (field(config, "effort")) {
+    const std::string effort = need_string(config, "effort", "output_config");
+    for (const char* e : {"low", "medium", "high", "xhigh", "max"})
+      if (effort == e) chat["reasoning_effort"] = effort;
+    if (!chat.contains("reasoning_effort"))
+      throw bad_request("'output_config.effort' must be low, medium, high, xhigh or max",
+                        "output_config.effort");
+  }
+}
+
 }  // namespace
 
 ojson chat_body_from_anthropic(const ojson& body, bool count, const ServingContext& ctx) {
@@ -308,7 +336,8 @@ ojson chat_body_from_anthropic(const ojson& body, bool count, const ServingConte
   else
     reject_unknown(body, {"model", "messages", "max_tokens", "system", "stop_sequences",
                           "temperature", "top_p", "top_k", "stream", "metadata", "tools",
-                          "tool_choice", "thinking", "chat_template_kwargs", "cache_control"},
+                          "tool_choice", "thinking", "chat_template_kwargs", "cache_control",
+                          "output_config"},
                    "");
   check_cache_control(body, "");
   ojson chat = {{"model", need_string(body, "model", "")}};
@@ -326,7 +355,9 @@ ojson chat_body_from_anthropic(const ojson& body, bool count, const ServingConte
     convert_tool_choice(*choice, chat);
   }
   if (const ojson* thinking = field(body, "thinking")) convert_thinking(*thinking, ctx, chat);
-  if (!count) convert_sampling(body, chat);
+  if (count) return chat;
+  convert_sampling(body, chat);
+  if (const ojson* config = field(body, "output_config")) convert_output_config(*config, chat);
   return chat;
 }
 

@@ -6,6 +6,7 @@ its final message; tool_choice any/tool returns tool_use blocks whose input vali
 (jsonschema) against input_schema, and a tool round trip renders as the equivalent chat
 conversation; count_tokens equals usage.input_tokens and /tokenize; reasoning becomes thinking
 blocks; unknown fields and bad input are 400s in Anthropic's error shape; x-api-key works."""
+import copy
 import json
 import pathlib
 from types import SimpleNamespace
@@ -186,6 +187,17 @@ def test_cache_control_and_metadata_accepted(claude):
                     "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}])
     assert text_of(m) == text_of(plain)
     assert m.usage.input_tokens == plain.usage.input_tokens
+
+
+def test_output_config_format_is_enforced(claude):
+    schema = {"type": "object", "properties": {"colour": {"enum": ["red", "green"]},
+                                               "count": {"type": "integer"}},
+              "required": ["colour", "count"], "additionalProperties": False}
+    m = create(claude, max_tokens=60, output_config={
+        "format": {"type": "json_schema", "schema": schema}, "effort": "low"},
+        messages=[{"role": "user", "content": "Name a colour and a number."}])
+    assert m.stop_reason == "end_turn"
+    jsonschema.validate(json.loads(text_of(m)), schema)
 
 
 def middle(text):
@@ -373,6 +385,8 @@ BASE = {"model": MODEL_NAME, "max_tokens": 8, "messages": USER}
 @pytest.mark.parametrize("body,names", [
     ({**BASE, "frequency_penalty": 1}, "frequency_penalty"),
     ({**BASE, "service_tier": "auto"}, "service_tier"),
+    ({**BASE, "output_config": {"effort": "huge"}}, "output_config.effort"),
+    ({**BASE, "output_config": {"format": {"type": "json_schema"}}}, "output_config.format.schema"),
     ({k: v for k, v in BASE.items() if k != "max_tokens"}, "max_tokens"),
     ({**BASE, "max_tokens": 0}, "max_tokens"),
     ({**BASE, "max_tokens": "8"}, "max_tokens"),
@@ -403,9 +417,9 @@ BASE = {"model": MODEL_NAME, "max_tokens": 8, "messages": USER}
 def test_bad_requests_are_anthropic_400s(server, body, names):
     for path in ("/v1/messages", "/v1/messages/count_tokens"):
         if path.endswith("count_tokens"):
-            body = {k: v for k, v in body.items()
-                    if k not in ("max_tokens", "stop_sequences", "metadata")}
-            if names in ("max_tokens", "stop_sequences", "metadata.plan"):
+            create_only = ("max_tokens", "stop_sequences", "metadata", "output_config")
+            body = {k: v for k, v in body.items() if k not in create_only}
+            if names.startswith(create_only):
                 continue
         r = post(server, path, body)
         assert r.status_code == 400, (path, r.text)
@@ -476,3 +490,64 @@ def test_reasoning_becomes_thinking_blocks(binary):
         assert r.status_code == 400 and "budget_tokens" in r.json()["error"]["message"]
     finally:
         assert srv.stop() == 0
+
+
+DELETE = object()
+SEEDS = [
+    {"model": MODEL_NAME, "max_tokens": 1, "system": [{"type": "text", "text": "s"}],
+     "stop_sequences": ["x"], "top_k": 3, "metadata": {"user_id": "u"},
+     "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "He"}]},
+    {"model": MODEL_NAME, "max_tokens": 1, "tool_choice": {"type": "tool", "name": "search"},
+     "tools": [SEARCH],
+     "messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": [
+                      {"type": "text", "text": "t"},
+                      {"type": "tool_use", "id": "a", "name": "search", "input": {"query": "q"}}]},
+                  {"role": "user", "content": [
+                      {"type": "tool_result", "tool_use_id": "a", "is_error": True,
+                       "content": [{"type": "text", "text": "r"}]},
+                      {"type": "text", "text": "ok?"}]}]},
+]
+
+
+def mutants(body):
+    """The body with each of its nodes deleted or replaced by a value of every JSON type."""
+    def walk(node, path):
+        if path:
+            yield path
+        items = node.items() if isinstance(node, dict) else \
+            enumerate(node) if isinstance(node, list) else []
+        for k, v in items:
+            yield from walk(v, path + [k])
+    for path in list(walk(body, [])):
+        for value in (DELETE, None, 7, -1.5, "x", [], {}, True):
+            b = copy.deepcopy(body)
+            parent = b
+            for k in path[:-1]:
+                parent = parent[k]
+            if value is DELETE:
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = value
+            yield b
+
+
+@pytest.mark.parametrize("seed", range(len(SEEDS)))
+def test_mutated_bodies_get_a_message_or_a_4xx(server, seed):
+    n = 0
+    for body in mutants(SEEDS[seed]):
+        body.pop("stream", None)
+        for path in ("/v1/messages", "/v1/messages/count_tokens"):
+            r = post(server, path, body)
+            n += 1
+            if r.status_code == 200:
+                if path.endswith("count_tokens"):
+                    assert r.json()["input_tokens"] > 0
+                else:
+                    Message.model_validate(r.json())
+                continue
+            assert r.status_code in (400, 404), (body, r.status_code, r.text)
+            err = r.json()
+            assert err["type"] == "error" and err["error"]["message"], err
+    assert n > 250
+    assert requests.get(server.url + "/health", timeout=5).status_code == 200
