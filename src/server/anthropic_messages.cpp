@@ -209,7 +209,8 @@ ojson anthropic_error_json(int status, const std::string& message) {
 }
 
 void handle_messages(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ChatRequest r = parse_chat_request(chat_body_from_anthropic(parse_body(req.body), false, ctx), ctx);
+  const ojson chat = chat_body_from_anthropic(parse_body(req.body), false, ctx);
+  ChatRequest r = parse_chat_request(chat, ctx);
   const std::string id = response_id(ctx, req, "", "msg_");
   set_request_id_header(ctx, req, res, id);
   auto gen = start_generation(ctx, ctx.new_request_id("msg_"), {r.prompt}, r.params, r.priority);

@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 
 from test_server import MODEL_NAME, ServerProcess
 
-HERMES = pathlib.Path(__file__).resolve().parents[3] / "shared" / "chat_templates" / "hermes_tools.jinja"
+HERMES = pathlib.Path(__file__).resolve().parents[3] / "shared/chat_templates/hermes_tools.jinja"
 
 WEATHER = {
     "name": "get_weather",
@@ -48,8 +48,9 @@ SEARCH = {
 }
 TOOLS = [WEATHER, SEARCH]
 SCHEMAS = {t["name"]: t["input_schema"] for t in TOOLS}
-OPENAI_TOOLS = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                                   "parameters": t["input_schema"]}} for t in TOOLS]
+OPENAI_TOOLS = [{"type": "function",
+                 "function": {"name": t["name"], "description": t["description"],
+                              "parameters": t["input_schema"]}} for t in TOOLS]
 USER = [{"role": "user", "content": "Write one sentence about the sea."}]
 EVENTS = TypeAdapter(RawMessageStreamEvent)
 
@@ -181,7 +182,8 @@ def test_cache_control_and_metadata_accepted(claude):
     # The hints change nothing in the answer: the prefix cache is automatic.
     plain = create(claude, system="Be brief.")
     m = create(claude, metadata={"user_id": "user-1"}, cache_control={"type": "ephemeral"},
-               system=[{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+               system=[{"type": "text", "text": "Be brief.",
+                        "cache_control": {"type": "ephemeral"}}],
                messages=[{"role": "user", "content": [
                    {"type": "text", "text": USER[0]["content"],
                     "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}])
