@@ -69,7 +69,7 @@ if [ ! -x "$PY" ] || ! "$PY" -m pip --version >/dev/null 2>&1; then
   rm -rf "$VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$PY" -c "import gguf, numpy, pytest, tokenizers, jinja2, openai, requests, llguidance, jsonschema, pexpect, websocket" 2>/dev/null; then
+if ! "$PY" -c "import gguf, numpy, pytest, tokenizers, jinja2, openai, requests, llguidance, jsonschema, pexpect, websocket, anthropic" 2>/dev/null; then
   step "pip: installing tools/requirements.txt into $VENV/ (about 60 MB)" \
     "check that PyPI is reachable (pip config list), then run scripts/setup.sh again"
   "$PY" -m pip install --disable-pip-version-check --progress-bar off -r tools/requirements.txt

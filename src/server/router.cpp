@@ -6,6 +6,7 @@
 #include <cctype>
 #include <set>
 
+#include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/log.h"
 #include "server/routes.h"
@@ -17,6 +18,7 @@ namespace {
 bool tokenizer_info_on(const ServerConfig& c) { return c.enable_tokenizer_info_endpoint; }
 bool webui_on(const ServerConfig& c) { return c.webui; }
 constexpr Route::Needs kGen = Route::Needs::kGeneration;
+constexpr Route::Dialect kAnthropic = Route::Dialect::kAnthropic;
 
 const std::vector<Route>& route_table() {
   static const std::vector<Route> table = {
@@ -27,6 +29,11 @@ const std::vector<Route>& route_table() {
       {"POST", "/v1/chat/completions/batch", handle_chat_completions_batch,
        "Chat completions for a list of conversations, one choice each", true, true, nullptr,
        kGen, "Chat Completions"},
+      {"POST", "/v1/messages", handle_messages, "Create a message (Anthropic Messages API)",
+       true, true, nullptr, kGen, "Messages", kAnthropic},
+      {"POST", "/v1/messages/count_tokens", handle_count_tokens,
+       "Count the tokens of a message request (Anthropic Messages API)", true, true, nullptr,
+       kGen, "Messages", kAnthropic},
       {"POST", "/v1/embeddings", handle_embeddings, "Create embeddings (embedding models)", true,
        true, nullptr, Route::Needs::kPooling, "Embeddings"},
       {"GET", "/v1/models", handle_models, "List the served models"},
@@ -76,8 +83,13 @@ std::string_view local_path(const ServerConfig& c, std::string_view path) {
   return path;
 }
 
-bool authorized(const ServingContext& ctx, const httplib::Request& req) {
+// Anthropic's clients send the key as x-api-key. vLLM (0.26) checks only the Bearer header
+// (its issue 51572); taking both on Anthropic's routes lets those clients in unchanged.
+bool authorized(const ServingContext& ctx, const Route& route, const httplib::Request& req) {
   if (ctx.config.api_key.empty() || local_path(ctx.config, req.path).substr(0, 3) != "/v1")
+    return true;
+  if (route.dialect == Route::Dialect::kAnthropic &&
+      req.get_header_value("x-api-key") == ctx.config.api_key)
     return true;
   return req.get_header_value("Authorization") == "Bearer " + ctx.config.api_key;
 }
@@ -97,11 +109,20 @@ void require_json_content_type(const httplib::Request& req) {
     throw bad_request("Unsupported Media Type: Only 'application/json' is allowed");
 }
 
-// The one error boundary: every failure of a handler becomes OpenAI-style error JSON.
+void set_error(httplib::Response& res, const Route& route, int status,
+               const std::string& message, const std::optional<std::string>& param = {}) {
+  if (route.dialect == Route::Dialect::kAnthropic)
+    set_json(res, anthropic_error_json(status, message), status);
+  else
+    set_json(res, error_json(status, message, param), status);
+}
+
+// The one error boundary: every failure of a handler becomes error JSON (OpenAI's shape, or
+// Anthropic's on its routes).
 httplib::Server::Handler wrap(ServingContext& ctx, const Route& route) {
   return [&ctx, route](const httplib::Request& req, httplib::Response& res) {
     try {
-      if (!authorized(ctx, req)) throw ApiError(401, "Unauthorized");
+      if (!authorized(ctx, route, req)) throw ApiError(401, "Unauthorized");
       if (route.json_body) require_json_content_type(req);
       if (route.refuse_while_draining && ctx.draining)
         throw ApiError(503, "The server is shutting down.");
@@ -110,12 +131,12 @@ httplib::Server::Handler wrap(ServingContext& ctx, const Route& route) {
         throw bad_request(std::string("The model does not support ") + route.api + " API");
       route.handler(ctx, req, res);
     } catch (const ApiError& e) {
-      set_json(res, error_json(e.status(), e.what(), e.param()), e.status());
+      set_error(res, route, e.status(), e.what(), e.param());
     } catch (const nlohmann::json::exception& e) {
-      set_json(res, error_json(400, std::string("invalid request: ") + e.what()), 400);
+      set_error(res, route, 400, std::string("invalid request: ") + e.what());
     } catch (const std::exception& e) {
       log_error(std::string("internal error on ") + req.path + ": " + e.what());
-      set_json(res, error_json(500, std::string("internal server error: ") + e.what()), 500);
+      set_error(res, route, 500, std::string("internal server error: ") + e.what());
     }
     if (!res.has_header("X-Request-Id"))
       set_request_id_header(ctx, req, res, ctx.new_request_id(""));

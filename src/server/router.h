@@ -31,6 +31,9 @@ struct Route {
   enum class Needs { kAny, kGeneration, kPooling };
   Needs needs = Needs::kAny;
   const char* api = nullptr;
+  // Anthropic's routes answer errors in Anthropic's shape and take the key as x-api-key too.
+  enum class Dialect { kOpenAI, kAnthropic };
+  Dialect dialect = Dialect::kOpenAI;
 };
 
 // The routes this configuration serves (disabled ones are absent: 404).

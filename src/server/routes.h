@@ -44,6 +44,11 @@ void handle_chat_page(ServingContext& ctx, const httplib::Request& req, httplib:
 void handle_openapi(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 // POST /v1/embeddings (an embedding model only): vLLM's embedding request (server/embeddings.h).
 void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API
+// (server/anthropic_messages.h).
+void handle_messages(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_count_tokens(ServingContext& ctx, const httplib::Request& req,
+                         httplib::Response& res);
 
 // Queues every prompt (with its resolved max_tokens) as one Generation; engine rejections
 // become ApiError 400.

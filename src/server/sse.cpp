@@ -22,8 +22,8 @@ bool write_events(StreamState& s, httplib::DataSink& sink) {
   const bool end = s.gen->done();
   if (end) s.formatter->finish(events);
   std::string buf;
-  for (const std::string& e : events) buf += "data: " + e + "\n\n";
-  if (end) buf += "data: [DONE]\n\n";
+  for (const std::string& e : events) buf += s.formatter->frame(e);
+  if (end) buf += s.formatter->end_frame();
   if (!buf.empty() && !sink.write(buf.data(), buf.size())) {
     s.gen->abort();  // the client is gone
     return false;

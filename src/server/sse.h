@@ -1,5 +1,5 @@
 // Server-sent events over an httplib chunked response: `data: {json}\n\n` per event, then
-// `data: [DONE]\n\n`. A write that fails (client gone, or not reading for the write timeout)
+// `data: [DONE]\n\n` (OpenAI's framing; a formatter may frame its events itself). A write that fails (client gone, or not reading for the write timeout)
 // aborts the generation, so its KV blocks are freed.
 #pragma once
 #include <memory>
@@ -21,6 +21,9 @@ class EventFormatter {
   virtual void output(const TaggedOutput& o, std::vector<std::string>& events) = 0;
   // After every completion finished: e.g. the usage chunk.
   virtual void finish(std::vector<std::string>& events) = 0;
+  // The bytes sent for one event, and after the last one.
+  virtual std::string frame(const std::string& event) const { return "data: " + event + "\n\n"; }
+  virtual std::string end_frame() const { return "data: [DONE]\n\n"; }
 };
 
 void stream_events(httplib::Response& res, std::shared_ptr<Generation> gen,

@@ -1,5 +1,6 @@
 // Request bodies to what the engine needs: parse_body, then the completions and the chat
-// request parsers (sampling parameters through engine/params_json.cpp, prompts, messages
+// request parsers, and Anthropic's Messages bodies through their chat conversion (sampling
+// parameters through engine/params_json.cpp, prompts, messages
 // rendered by the chat template, tools, structured-output grammars) on a ServingContext with
 // the llama2 tokenizer and no engine. The server answers ApiError with its status and
 // nlohmann::json exceptions with 400 (router.cpp wrap); any other exception would be a 500,
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "fuzz_util.h"
+#include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/log.h"
 #include "server/protocol.h"
@@ -69,5 +71,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   expect_4xx([&] { (void)vllm::server::parse_completion_request(body, ctx); });
   expect_4xx([&] { (void)vllm::server::parse_chat_request(body, ctx); });
+  expect_4xx([&] {
+    (void)vllm::server::parse_chat_request(
+        vllm::server::chat_body_from_anthropic(body, false, ctx), ctx);
+  });
+  expect_4xx([&] {
+    (void)vllm::server::render_chat(vllm::server::chat_body_from_anthropic(body, true, ctx), ctx);
+  });
   return 0;
 }

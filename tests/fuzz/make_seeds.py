@@ -53,6 +53,21 @@ def request_json():
             "grammar": "root ::= \"a\" b*\nb ::= [0-9]"}},
         "priority": {"prompt": "x", "priority": 1, "request_id": "r1",
                      "return_token_ids": True, "return_tokens_as_token_ids": True},
+        "anthropic": {"model": "m", "max_tokens": 8, "system": [{"type": "text", "text": "s"}],
+                      "messages": [{"role": "user", "content": "Hi"},
+                                   {"role": "assistant", "content": "Hel"}],
+                      "stop_sequences": ["x"], "top_k": 3, "metadata": {"user_id": "u"}},
+        "anthropic_tools": {
+            "model": "m", "max_tokens": 8, "tool_choice": {"type": "any"},
+            "tools": [{"name": "get", "input_schema": {"type": "object", "properties": {
+                "q": {"type": "string"}}}, "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": "Hi"},
+                         {"role": "assistant", "content": [
+                             {"type": "text", "text": "t"},
+                             {"type": "tool_use", "id": "a", "name": "get", "input": {"q": "x"}}]},
+                         {"role": "user", "content": [
+                             {"type": "tool_result", "tool_use_id": "a", "is_error": True,
+                              "content": [{"type": "text", "text": "r"}]}]}]},
     }
     for name, body in bodies.items():
         write("fuzz_request_json", name, json.dumps(body))
