@@ -57,8 +57,8 @@ if [ "${SKIP_TSAN:-0}" != 1 ]; then
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   build-tsan/test_runtime --gtest_brief=1 --gtest_filter='ThreadCommunicator*'
   build-tsan/test_engine --gtest_brief=1 \
-    --gtest_filter='AsyncEngine*:TensorParallelEngine*:TinyEngine.AbortFreesBlocksAtAnyPoint'
-  VLLM_CPP_BIN="$PWD/build-tsan/vllm-cpp" .venv/bin/python -m pytest -q \
+    --gtest_filter='AsyncEngine*:TensorParallelEngine*:TinyEngine.AbortFreesBlocksAtAnyPoint:TinyEngine.Cancelled*'
+  VLLM_CPP_SANITIZER=thread VLLM_CPP_BIN="$PWD/build-tsan/vllm-cpp" .venv/bin/python -m pytest -q \
     tests/python/test_server_disconnect.py tests/python/test_soak.py
   unset TSAN_OPTIONS
 fi
