@@ -1,5 +1,7 @@
 #include "engine/async_engine.h"
 
+#include <algorithm>
+
 #include "util/check.h"
 
 namespace vllm {
@@ -34,6 +36,7 @@ bool AsyncEngine::abort(const std::string& id) {
     std::lock_guard lock(mutex_);
     if (!callbacks_.count(id)) return false;
     aborts_.push_back(id);
+    aborts_pending_.store(aborts_.size(), std::memory_order_release);
   }
   wake_.notify_all();
   return true;
@@ -59,6 +62,7 @@ void AsyncEngine::loop() {
       wake_.wait(lock, [&] { return stop_ || busy_ || !adds_.empty() || !aborts_.empty(); });
       adds.swap(adds_);
       aborts.swap(aborts_);
+      aborts_pending_.store(0, std::memory_order_release);
       stopping = stop_;
       if (stopping)
         for (const auto& [id, cb] : callbacks_) aborts.push_back(id);
@@ -80,7 +84,13 @@ void AsyncEngine::loop() {
       }
     }
     for (const std::string& id : aborts) core_->abort_request(id);
-    for (RequestOutput& o : core_->step()) outputs.push_back(std::move(o));
+    // A step whose requests have all been aborted since it began stops early (EngineCore::step).
+    const auto leaving = [this](const std::string& id) {
+      if (aborts_pending_.load(std::memory_order_acquire) == 0) return false;
+      std::lock_guard lock(mutex_);
+      return std::find(aborts_.begin(), aborts_.end(), id) != aborts_.end();
+    };
+    for (RequestOutput& o : core_->step(leaving)) outputs.push_back(std::move(o));
 
     const IterationStats iteration = core_->take_iteration_stats();
     std::vector<std::pair<Callback, RequestOutput>> deliveries;

@@ -4,6 +4,7 @@
 // EngineCore: adds and aborts wait in a queue it takes between steps, so a caller never waits
 // for a step (a lock held across steps starved callers under continuous decoding).
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -51,6 +52,7 @@ class AsyncEngine {
   std::condition_variable wake_;
   std::vector<PendingAdd> adds_;
   std::vector<std::string> aborts_;
+  std::atomic<size_t> aborts_pending_{0};  // aborts_.size(), read without the lock
   std::unordered_map<std::string, std::pair<Callback, int>> callbacks_;  // id -> (cb, live n)
   core::SchedulerStats stats_;
   StatsObserver stats_observer_;

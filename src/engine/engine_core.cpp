@@ -277,7 +277,8 @@ void EngineCore::record_tokens(Completion& c, const core::RequestUpdate& u, int 
   it.num_generation_tokens += num_new;
 }
 
-std::vector<RequestOutput> EngineCore::step() {
+std::vector<RequestOutput> EngineCore::step(
+    const std::function<bool(const std::string&)>& leaving) {
   std::vector<RequestOutput> outputs = std::move(pending_);
   pending_.clear();
   if (!scheduler_.has_unfinished()) return outputs;
@@ -295,7 +296,22 @@ std::vector<RequestOutput> EngineCore::step() {
   // finished_req_ids reach the runner inside sched (their batch rows go); their runner state
   // went in finish_child already, and removing it by id here would drop a new request that
   // reuses the id.
-  auto samples = runner_->execute(sched);
+  std::function<bool()> cancelled;
+  if (leaving) {
+    std::vector<std::string> parents;
+    for (const core::ScheduledRequest& r : sched.scheduled)
+      if (auto it = children_.find(r.request_id); it != children_.end())
+        parents.push_back(it->second->parent_id);
+    cancelled = [&leaving, parents = std::move(parents)] {
+      return !parents.empty() && std::all_of(parents.begin(), parents.end(), leaving);
+    };
+  }
+  std::unordered_map<std::string, StepSample> samples;
+  try {
+    samples = runner_->execute(sched, cancelled);
+  } catch (const StepCancelled&) {
+    return outputs;
+  }
   std::unordered_map<std::string, std::vector<int>> sampled;
   for (auto& [id, s] : samples)
     if (!s.token_ids.empty()) sampled[id] = s.token_ids;

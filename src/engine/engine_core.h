@@ -73,7 +73,11 @@ class EngineCore {
   void validate_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   // Finishes all completions of a request; their blocks return to the pool. False if unknown.
   bool abort_request(const std::string& id);
-  std::vector<RequestOutput> step();
+  // One step. `leaving(id)`, if given, says whether request `id` is about to be aborted: when
+  // every request of the step is, the forward stops at the next layer and the step ends with
+  // no new tokens (the caller then aborts them; the scheduler forgets the blocks cached for
+  // the step). A long CPU step so never outlives its clients by more than a layer.
+  std::vector<RequestOutput> step(const std::function<bool(const std::string&)>& leaving = {});
   // What the steps and aborts since the last call measured; they pile up until taken
   // (AsyncEngine takes them after every step).
   IterationStats take_iteration_stats() { return std::exchange(iteration_stats_, {}); }

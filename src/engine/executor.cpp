@@ -82,8 +82,9 @@ void Executor::remove_request(const std::string& id) {
   for (auto& r : runners_) r->remove_request(id);
 }
 
-std::unordered_map<std::string, StepSample> Executor::execute(const core::SchedulerOutput& out) {
-  if (workers_.empty()) return runners_[0]->execute(out);
+std::unordered_map<std::string, StepSample> Executor::execute(
+    const core::SchedulerOutput& out, const std::function<bool()>& cancelled) {
+  if (workers_.empty()) return runners_[0]->execute(out, cancelled);
   for (auto& w : workers_) {
     {
       std::lock_guard lock(w->mutex);

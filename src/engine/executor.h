@@ -26,7 +26,10 @@ class Executor {
 
   void add_request(const std::string& id, const RunnerRequest& request);
   void remove_request(const std::string& id);
-  std::unordered_map<std::string, StepSample> execute(const core::SchedulerOutput& out);
+  // `cancelled` (ModelRunner::execute) is asked with one rank only: ranks that stopped apart
+  // would wait for each other in their collectives.
+  std::unordered_map<std::string, StepSample> execute(const core::SchedulerOutput& out,
+                                                      const std::function<bool()>& cancelled = {});
   const std::vector<int>& eos_ids() const { return runners_[0]->eos_ids(); }
   int tensor_parallel_size() const { return static_cast<int>(runners_.size()); }
 

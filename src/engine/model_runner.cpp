@@ -48,7 +48,8 @@ void ModelRunner::remove_request(const std::string& id) {
   inputs_.remove_request(id);
 }
 
-std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::SchedulerOutput& out) {
+std::unordered_map<std::string, StepSample> ModelRunner::execute(
+    const core::SchedulerOutput& out, const std::function<bool()>& cancelled) {
   step_states_.clear();
   prompt_logits_end_.clear();
   bool any_prompt_logits = false;
@@ -67,7 +68,7 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(const core::Sch
       out, any_prompt_logits ? std::span<const int>(prompt_logits_end_) : std::span<const int>());
   std::unordered_map<std::string, StepSample> result;
   if (b.token_ids.empty()) return result;
-  Tensor logits = model_.forward(b, cache_);
+  Tensor logits = model_.forward(b, cache_, cancelled);
   // The logits row a batch row samples from: after its prompt-logprobs rows, if any.
   const auto sample_row = [&](int batch_row) {
     const auto& s = out.scheduled[inputs_.scheduled_index(batch_row)];

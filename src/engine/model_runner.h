@@ -39,7 +39,9 @@ class ModelRunner {
   void remove_request(const std::string& id);
   // One step: forward every scheduled token, sample where the scheduler asks. Every
   // SchedulerOutput must come here, in order: running requests carry only their table edits.
-  std::unordered_map<std::string, StepSample> execute(const core::SchedulerOutput& out);
+  // `cancelled`: see DecoderModel::forward (StepCancelled propagates; no sampling happens).
+  std::unordered_map<std::string, StepSample> execute(const core::SchedulerOutput& out,
+                                                      const std::function<bool()>& cancelled = {});
   const std::vector<int>& eos_ids() const { return eos_ids_; }
 
  private:

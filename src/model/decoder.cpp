@@ -405,7 +405,8 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {
   return cache;
 }
 
-Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
+Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache,
+                             const std::function<bool()>& cancelled) const {
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens();
   VLLM_CHECK(T > 0, "empty batch");
@@ -429,12 +430,12 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache) const {
       in.slots.push_back(host_i32(batch.slot_mappings[g]));
       in.meta.push_back(&batch.attn[g]);
     }
-    return compute(in, cache);
+    return compute(in, cache, cancelled);
   }
   if (auto logits = forward_graph(batch, cache)) return *logits;
   std::vector<AttentionMeta> meta;
   const StepInputs in = upload_inputs(batch, meta, Tensor());
-  return compute(in, cache);
+  return compute(in, cache, cancelled);
 }
 
 DecoderModel::StepInputs DecoderModel::upload_inputs(const ForwardBatch& batch,
@@ -480,7 +481,8 @@ struct DecoderModel::Scratch {
   Tensor q, q_latent, out_latent;  // MLA: q after q_b_proj, the query and output in latent space
 };
 
-Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
+Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache,
+                             const std::function<bool()>& cancelled) const {
   const ModelConfig& c = config_;
   const int64_t T = in.ids.size(0);
   const int64_t num_logits = in.rows_wanted.size(0);
@@ -506,6 +508,7 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
   if (c.embedding_multiplier != 1.0) scale(s.residual, static_cast<float>(c.embedding_multiplier));
   const int last = c.num_layers - 1;
   for (int i = 0; i < last; ++i) {
+    if (cancelled && cancelled()) throw StepCancelled{};
     attention_block(layers_[i], i, in, cache, s);
     mlp_block(i, layers_[i], s);
   }

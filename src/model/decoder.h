@@ -14,6 +14,9 @@
 
 namespace vllm {
 
+// What DecoderModel::forward throws when its step is called off between two layers.
+struct StepCancelled {};
+
 class DecoderModel {
  public:
   // on_layer(done, total) is called after each decoder layer's weights are in place.
@@ -49,8 +52,11 @@ class DecoderModel {
                                  int block_size) const;
   KvCache allocate_kv_cache(int num_blocks, int block_size) const;
   // Logits [batch.logits_indices.size(), vocab_size] f32, on device(). On a GPU they are
-  // valid until the next forward().
-  Tensor forward(const ForwardBatch& batch, KvCache& cache) const;
+  // valid until the next forward(). An eager step asks `cancelled` (if given) between layers
+  // and throws StepCancelled when it says so: the step's KV writes are then incomplete, so
+  // its requests must be dropped (the engine does that for a step whose requests all left).
+  Tensor forward(const ForwardBatch& batch, KvCache& cache,
+                 const std::function<bool()>& cancelled = {}) const;
   // Decode steps on a GPU replay CUDA graphs unless this is set (vLLM's --enforce-eager).
   void set_enforce_eager(bool eager) { enforce_eager_ = eager; }
   // Called for every routing choice of a mixture-of-experts layer with its margin: how far the
@@ -74,8 +80,10 @@ class DecoderModel {
   // receives each group's attention metadata with its device views.
   StepInputs upload_inputs(const ForwardBatch& batch, std::vector<AttentionMeta>& meta,
                            Tensor buffer) const;
-  // The forward itself: kernels only, no host synchronisation, so a GPU can capture it.
-  Tensor compute(const StepInputs& in, KvCache& cache) const;
+  // The forward itself: kernels only, no host synchronisation, so a GPU can capture it
+  // (captures pass no `cancelled`).
+  Tensor compute(const StepInputs& in, KvCache& cache,
+                 const std::function<bool()>& cancelled = {}) const;
   // Pure decode steps of up to kMaxGraphTokens sequences through captured graphs
   // (decoder_graphs.cpp); nullopt when the step does not qualify.
   std::optional<Tensor> forward_graph(const ForwardBatch& batch, KvCache& cache) const;

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -66,7 +67,10 @@ std::vector<TaggedOutput> Generation::next(std::chrono::milliseconds timeout) {
   std::vector<TaggedOutput> outs;
   {
     std::unique_lock lock(shared_->mutex);
-    shared_->ready.wait_for(lock, timeout, [&] { return !shared_->queue.empty(); });
+    // At most 100 ms: a long step (or a queue) sends nothing for a while, and a client that
+    // left is noticed only here.
+    shared_->ready.wait_for(lock, std::min(timeout, std::chrono::milliseconds(100)),
+                            [&] { return !shared_->queue.empty(); });
     outs.assign(std::make_move_iterator(shared_->queue.begin()),
                 std::make_move_iterator(shared_->queue.end()));
     shared_->queue.clear();

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -251,6 +252,49 @@ TEST_F(TinyEngine, PrefixCachingReusesSharedPrefix) {
   EngineCore cold = make(cfg);
   cold.add_request("b", second, greedy(4));
   EXPECT_EQ(run_all(cold)["b/0"].tokens, out["b/0"].tokens);
+}
+
+// A step whose requests are all leaving stops between layers: no tokens, and the blocks
+// cached for it at schedule time (their KV half written) are never hit afterwards; the same
+// prompt then computes from scratch and gets a cold engine's tokens. The control, a step that
+// ran, is hit by the same prompt. A step with one request staying runs whole.
+TEST_F(TinyEngine, CancelledStepLeavesNoCachedBlocks) {
+  EngineConfig cfg;
+  cfg.max_model_len = 256;
+  const auto prompt = random_prompts(1, 64, 64, 384, 21)[0];
+  const std::function<bool(const std::string&)> leaving_a = [](const std::string& id) {
+    return id == "a";
+  };
+  const auto second_run = [&](bool cancel) {
+    EngineCore core = make(cfg);
+    core.add_request("a", prompt, greedy(4));
+    for (const auto& o : core.step(cancel ? leaving_a : std::function<bool(const std::string&)>()))
+      EXPECT_EQ(o.new_token_ids.empty(), cancel);
+    EXPECT_TRUE(core.abort_request("a"));
+    run_all(core);
+    EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
+    const auto before = core.stats();
+    core.add_request("b", prompt, greedy(4));
+    auto out = run_all(core);
+    return std::make_pair(core.stats().prefix_cache_hits - before.prefix_cache_hits,
+                          out["b/0"].tokens);
+  };
+  EngineCore cold = make(cfg);
+  cold.add_request("b", prompt, greedy(4));
+  const auto want = run_all(cold)["b/0"].tokens;
+  const auto [hits_cancelled, tokens_cancelled] = second_run(true);
+  EXPECT_EQ(hits_cancelled, 0);
+  EXPECT_EQ(tokens_cancelled, want);
+  const auto [hits_ran, tokens_ran] = second_run(false);
+  EXPECT_GT(hits_ran, 0) << "control: a step that ran leaves its blocks cached";
+  EXPECT_EQ(tokens_ran, want);
+
+  EngineCore core = make(cfg);
+  core.add_request("a", prompt, greedy(2));
+  core.add_request("c", prompt, greedy(2));
+  int tokens = 0;
+  for (const auto& o : core.step(leaving_a)) tokens += static_cast<int>(o.new_token_ids.size());
+  EXPECT_EQ(tokens, 2) << "c stays, so the step runs for both";
 }
 
 TEST_F(TinyEngine, AbortFreesBlocksAtAnyPoint) {
