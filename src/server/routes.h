@@ -41,6 +41,14 @@ void handle_tokenizer_info(ServingContext& ctx, const httplib::Request& req,
 void handle_invocations(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_openapi(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 // POST /v1/embeddings (an embedding model only): vLLM's embedding request (server/embeddings.h).
+// The OpenAI Responses API (server/responses_api.h): create, retrieve a stored response, and
+// cancel (vLLM's rule: background responses only, so here always a 400 or 404).
+void handle_responses_create(ServingContext& ctx, const httplib::Request& req,
+                             httplib::Response& res);
+void handle_responses_retrieve(ServingContext& ctx, const httplib::Request& req,
+                               httplib::Response& res);
+void handle_responses_cancel(ServingContext& ctx, const httplib::Request& req,
+                             httplib::Response& res);
 void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // Queues every prompt (with its resolved max_tokens) as one Generation; engine rejections

@@ -22,8 +22,9 @@ bool write_events(StreamState& s, httplib::DataSink& sink) {
   const bool end = s.gen->done();
   if (end) s.formatter->finish(events);
   std::string buf;
-  for (const std::string& e : events) buf += "data: " + e + "\n\n";
-  if (end) buf += "data: [DONE]\n\n";
+  const bool raw = s.formatter->raw_frames();
+  for (const std::string& e : events) buf += raw ? e : "data: " + e + "\n\n";
+  if (end && !raw) buf += "data: [DONE]\n\n";
   if (!buf.empty() && !sink.write(buf.data(), buf.size())) {
     s.gen->abort();  // the client is gone
     return false;
