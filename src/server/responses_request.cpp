@@ -23,12 +23,13 @@ bool present(const ojson& o, const char* f) {
   return it != o.end() && !it->is_null();
 }
 
-std::string at(const std::string& where, const char* key) { return where + "." + key; }
+// The request field a nested place is in: "input[2].content" -> "input".
+std::string field_of(const std::string& where) { return where.substr(0, where.find_first_of("[.")); }
 
 const std::string& string_at(const ojson& o, const char* key, const std::string& where) {
   auto it = o.find(key);
   if (it == o.end() || !it->is_string())
-    throw bad_request("'" + at(where, key) + "' must be a string", where);
+    throw bad_request("'" + where + "." + key + "' must be a string", field_of(where));
   return it->get_ref<const std::string&>();
 }
 

@@ -229,6 +229,22 @@ def test_tool_call_round_trip(server, client):
     assert chained.output_text == again.output_text
 
 
+def test_named_tool_choice(server, client):
+    body = {"input": "What is the weather in Paris?", "tools": [WEATHER],
+            "tool_choice": {"type": "function", "name": "get_weather"},
+            "max_output_tokens": 100, "temperature": 0}
+    resp, data = create(client, **body)
+    (call,) = resp.output
+    assert call.type == "function_call" and call.name == "get_weather"
+    jsonschema.validate(json.loads(call.arguments), WEATHER["parameters"])
+    assert data["tool_choice"] == {"type": "function", "name": "get_weather"}
+    events = stream_events(server, body)
+    (item,) = events[-1]["response"]["output"]
+    assert (item["name"], item["arguments"]) == (call.name, call.arguments)
+    added = [e for e in events if e["type"] == "response.output_item.added"]
+    assert added[0]["item"]["name"] == "get_weather"  # the name comes first
+
+
 # ---- streaming ----
 
 def test_stream_deltas_concatenate_to_the_final_text(server, client):
@@ -302,6 +318,8 @@ def test_stream_tool_call_arguments(server, client):
     ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input"),
     ({"tool_choice": {"type": "web_search_preview"}, "tools": [WEATHER]}, "tool_choice"),
     ({"metadata": {"k": 1}}, "metadata"),
+    ({"tools": [{"type": "function", "description": "no name"}]}, "tools"),
+    ({"input": [{"type": "function_call_output", "output": "x"}]}, "input"),
     ({"max_output_tokens": 0}, "max_output_tokens"),
 ])
 def test_unsupported_fields_are_400(server, extra, param):
