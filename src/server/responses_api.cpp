@@ -254,8 +254,7 @@ class ResponseEvents : public EventFormatter {
 StoredResponse stored_or_404(const ServingContext& ctx, const httplib::Request& req) {
   const std::string id = req.matches[1];
   std::optional<StoredResponse> stored = ctx.responses->get(id);
-  if (!stored)
-    throw ApiError(404, "Response with id '" + id + "' not found.", "response_id");
+  if (!stored) throw response_not_found(id, "response_id");
   return *stored;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 
+#include "server/api_error.h"
 #include "server/chat_output.h"
 #include "server/protocol.h"
 
@@ -19,6 +20,9 @@ struct ResponsesRequest {
   bool store = true;
   bool stream = false;
 };
+
+// vLLM's 404 for an id the store does not hold, saying why that can be.
+ApiError response_not_found(const std::string& id, const char* param);
 
 ResponsesRequest parse_responses_request(const ojson& body, const ServingContext& ctx);
 

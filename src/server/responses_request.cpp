@@ -223,14 +223,17 @@ ojson previous_conversation(const ojson& body, const ServingContext& ctx) {
   auto prev = get_string(body, "previous_response_id");
   if (!prev) return ojson::array();
   std::optional<StoredResponse> stored = ctx.responses->get(*prev);
-  if (!stored)
-    throw ApiError(404, "Response with id '" + *prev + "' not found (responses created with "
-                   "store=false are not kept, and the oldest are evicted past the server's "
-                   "store bounds).", "previous_response_id");
+  if (!stored) throw response_not_found(*prev, "previous_response_id");
   return stored->messages;
 }
 
 }  // namespace
+
+ApiError response_not_found(const std::string& id, const char* param) {
+  return ApiError(404, "Response with id '" + id + "' not found. Responses created with "
+                  "store=false are not kept, and the oldest are evicted past the server's "
+                  "--responses-store-max-count / --responses-store-max-bytes.", param);
+}
 
 ResponsesRequest parse_responses_request(const ojson& body, const ServingContext& ctx) {
   if (!body.is_object()) throw bad_request("the request body must be a JSON object");
