@@ -22,7 +22,8 @@ struct StoredResponse {
 
 class ResponseStore {
  public:
-  ResponseStore(size_t max_count, size_t max_bytes) : max_count_(max_count), max_bytes_(max_bytes) {}
+  ResponseStore(size_t max_count, size_t max_bytes)
+      : max_count_(max_count), max_bytes_(max_bytes) {}
   // Keeps `entry` under `id`, evicting the oldest entries past either bound. False when the
   // entry alone exceeds the byte cap (or the count cap is 0): nothing is kept.
   bool put(const std::string& id, StoredResponse entry);

@@ -3,6 +3,8 @@
 // whole or as the Responses API's named stream events, kept in the ResponseStore when `store`.
 #include <httplib.h>
 
+#include <algorithm>
+
 #include "server/api_error.h"
 #include "server/log.h"
 #include "server/responses_api.h"
@@ -69,7 +71,8 @@ ojson usage_json(const ServingContext& ctx, const ResponsesRequest& r, const Tal
             ctx.tokenizer->encode(part["text"].get<std::string>(), false).size());
   const auto input = static_cast<int64_t>(r.chat.prompt.ids.size());
   return {{"input_tokens", input},
-          {"input_tokens_details", {{"cached_tokens", t.cached_tokens}, {"cache_write_tokens", 0}}},
+          {"input_tokens_details",
+           {{"cached_tokens", t.cached_tokens}, {"cache_write_tokens", 0}}},
           {"output_tokens", t.output_tokens},
           {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
           {"total_tokens", input + t.output_tokens}};

@@ -24,7 +24,9 @@ bool present(const ojson& o, const char* f) {
 }
 
 // The request field a nested place is in: "input[2].content" -> "input".
-std::string field_of(const std::string& where) { return where.substr(0, where.find_first_of("[.")); }
+std::string field_of(const std::string& where) {
+  return where.substr(0, where.find_first_of("[."));
+}
 
 const std::string& string_at(const ojson& o, const char* key, const std::string& where) {
   auto it = o.find(key);
@@ -121,8 +123,10 @@ void append_input_item(ojson& messages, const ojson& item, size_t i) {
     if (role != "user" && role != "system" && role != "developer" && role != "assistant")
       throw bad_request("'" + where + ".role' must be user, system, developer or assistant",
                         "input");
-    if (!item.contains("content")) throw bad_request("'" + where + ".content' is required", "input");
-    messages.push_back({{"role", role}, {"content", message_content(item["content"], where + ".content")}});
+    if (!item.contains("content"))
+      throw bad_request("'" + where + ".content' is required", "input");
+    messages.push_back(
+        {{"role", role}, {"content", message_content(item["content"], where + ".content")}});
   } else if (type == "function_call") {
     append_function_call(messages, item, where);
   } else if (type == "function_call_output") {

@@ -8,7 +8,6 @@ round trip with tool_choice "required"; streamed deltas concatenate to the final
 store keeps at most its count and byte bounds, oldest evicted; fields this server cannot
 honour are 400s naming them."""
 import json
-import pathlib
 
 import jsonschema
 import openai
@@ -17,6 +16,7 @@ import requests
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from conftest import ROOT
 from test_server import MODEL_NAME, ServerProcess, client, server  # noqa: F401 (fixtures)
 
 STREAM_EVENT = TypeAdapter(ResponseStreamEvent)
@@ -390,7 +390,7 @@ def test_store_evicts_oldest_past_the_bytes(small_store):
 
 # ---- reasoning, with --reasoning-parser ----
 
-HERMES = pathlib.Path(__file__).resolve().parents[3] / "shared" / "chat_templates" / "hermes_tools.jinja"
+HERMES = ROOT.parent / "shared" / "chat_templates" / "hermes_tools.jinja"
 # A grammar (from the first token: enable_in_reasoning) forces output with a reasoning end tag,
 # so the parser sees what a reasoning model writes: '"abc' is reasoning, 'hi"' the answer.
 THINK = {"type": "json_schema", "name": "forced",
