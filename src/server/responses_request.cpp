@@ -222,6 +222,23 @@ void apply_reasoning(const ojson& body, ojson& chat) {
   }
 }
 
+// The chat request `chat` means, its errors naming the Responses API's fields.
+ChatRequest parse_chat(const ojson& chat, const ServingContext& ctx) {
+  try {
+    return parse_chat_request(chat, ctx);
+  } catch (const ApiError& e) {
+    std::optional<std::string> param = e.param();
+    std::string message = e.what();
+    if (param == "messages") param = "input";
+    if (param == "response_format") {
+      param = "text";
+      if (auto at = message.find("'response_format'"); at != std::string::npos)
+        message.replace(at, 17, "'text.format'");
+    }
+    throw ApiError(e.status(), message, param);
+  }
+}
+
 // The conversation before this turn's input: the stored turn `previous_response_id` ended.
 ojson previous_conversation(const ojson& body, const ServingContext& ctx) {
   auto prev = get_string(body, "previous_response_id");
@@ -256,7 +273,6 @@ ResponsesRequest parse_responses_request(const ojson& body, const ServingContext
     messages.push_back({{"role", "system"}, {"content", *instructions}});
   for (const ojson& m : r.conversation) messages.push_back(m);
   chat["messages"] = std::move(messages);
-  if (present(body, "max_output_tokens")) chat["max_tokens"] = body["max_output_tokens"];
   for (const char* f : {"temperature", "top_p", "parallel_tool_calls"})
     if (present(body, f)) chat[f] = body[f];
   for (const char* f : kPassThrough)
@@ -265,7 +281,10 @@ ResponsesRequest parse_responses_request(const ojson& body, const ServingContext
   if (present(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(body["tool_choice"]);
   apply_text_format(body, chat);
   apply_reasoning(body, chat);
-  r.chat = parse_chat_request(chat, ctx);
+  r.chat = parse_chat(chat, ctx);
+  // As vLLM: max_output_tokens is capped by the room the prompt leaves, not refused.
+  if (auto max = get_int(body, "max_output_tokens"); max && *max < r.chat.prompt.max_tokens)
+    r.chat.prompt.max_tokens = r.chat.params.max_tokens = static_cast<int>(*max);
   return r;
 }
 

@@ -329,6 +329,25 @@ def test_unsupported_fields_are_400(server, extra, param):
     assert r.json()["error"]["param"] == param
 
 
+def test_chat_path_errors_name_responses_fields(server):
+    def error(**body):
+        r = requests.post(server.url + "/v1/responses", json={"model": MODEL_NAME, **body},
+                          timeout=30)
+        assert r.status_code == 400, r.text
+        return r.json()["error"]
+    err = error(input="hello " * 2100)
+    assert err["param"] == "input" and "maximum context length" in err["message"]
+    err = error(input="hi", text={"format": {"type": "json_schema", "name": "x",
+                                             "schema": {"type": "bogus"}}})
+    assert err["param"] == "text" and "'text.format'" in err["message"]
+
+
+def test_max_output_tokens_is_capped_by_the_context(server, client):
+    # As vLLM: more than the prompt leaves is capped (2048 here), not refused.
+    resp, data = create(client, input="Hi", max_output_tokens=100000, temperature=0)
+    assert resp.status == "completed" and data["max_output_tokens"] == 100000
+
+
 def test_routes_in_openapi(server):
     paths = requests.get(server.url + "/openapi.json", timeout=10).json()["paths"]
     assert "post" in paths["/v1/responses"]
