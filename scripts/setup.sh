@@ -52,6 +52,13 @@ if ((${#missing[@]})); then
 else
   printf '==> setup: apt packages already installed\n'
 fi
+# Test-only: a headless browser for the chat page's test (tests/python/test_chat_page.py).
+if [ "${WITH_TEST_MODELS:-0}" = 1 ] && ! dpkg -s chromium >/dev/null 2>&1; then
+  step "apt: installing chromium (the chat page test's browser, about 100 MB)" \
+    "check the network and apt sources (apt-get update), then run scripts/setup.sh again"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+fi
 
 # --- 2. Python tools in .venv/ --------------------------------------------------------------
 VENV=.venv
@@ -62,7 +69,7 @@ if [ ! -x "$PY" ] || ! "$PY" -m pip --version >/dev/null 2>&1; then
   rm -rf "$VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$PY" -c "import gguf, numpy, pytest, tokenizers, jinja2, openai, requests, llguidance, jsonschema" 2>/dev/null; then
+if ! "$PY" -c "import gguf, numpy, pytest, tokenizers, jinja2, openai, requests, llguidance, jsonschema, pexpect, websocket" 2>/dev/null; then
   step "pip: installing tools/requirements.txt into $VENV/ (about 60 MB)" \
     "check that PyPI is reachable (pip config list), then run scripts/setup.sh again"
   "$PY" -m pip install --disable-pip-version-check --progress-bar off -r tools/requirements.txt

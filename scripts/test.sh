@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh machine: set-up (everything built), C++ tests (CTest), the
 # black-box tests (pytest from .venv/) against the built binary, then the C++ suites again
-# under AddressSanitizer + UBSan, then each libFuzzer target (tests/fuzz) for a short while.
-# Safe to run again. SKIP_SANITIZERS=1 leaves the sanitizer stage out, SKIP_FUZZ=1 the fuzz
-# stage; FUZZ_SECONDS sets each target's run (15).
+# under AddressSanitizer + UBSan, the threaded ones under ThreadSanitizer, then each libFuzzer
+# target (tests/fuzz) for a short while.
+# Safe to run again. SKIP_SANITIZERS=1 leaves the ASan + UBSan stage out, SKIP_TSAN=1 the
+# ThreadSanitizer stage, SKIP_FUZZ=1 the fuzz stage; FUZZ_SECONDS sets each target's run (15).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 WITH_TEST_MODELS=1 scripts/setup.sh
@@ -41,6 +42,25 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   # The grammar engine, and its masks on SmolLM2's vocabulary against the recorded walks (the
   # chained walks take minutes at -O0).
   build-asan/test_structured --gtest_brief=1 --gtest_filter='-MaskOracle.LlguidanceChained*'
+fi
+
+# The threads under ThreadSanitizer (build-tsan/): the engine tests that run threads (the
+# async engine's loop, tensor-parallel ranks and their collectives) and black-box server tests
+# whose requests race each other and their clients' hang-ups, against a TSan-built server
+# (a race report stops the server, and the test sees it die).
+if [ "${SKIP_TSAN:-0}" != 1 ]; then
+  stage "ThreadSanitizer build (build-tsan/, CPU code only)"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVLLM_TSAN=ON \
+    -DVLLM_CUDA=OFF >/dev/null
+  cmake --build build-tsan -j "$(nproc)" --target vllm-cpp test_engine test_runtime
+  stage "engine and server tests under ThreadSanitizer"
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+  build-tsan/test_runtime --gtest_brief=1 --gtest_filter='ThreadCommunicator*'
+  build-tsan/test_engine --gtest_brief=1 \
+    --gtest_filter='AsyncEngine*:TensorParallelEngine*:TinyEngine.AbortFreesBlocksAtAnyPoint'
+  VLLM_CPP_BIN="$PWD/build-tsan/vllm-cpp" .venv/bin/python -m pytest -q \
+    tests/python/test_server_disconnect.py tests/python/test_soak.py
+  unset TSAN_OPTIONS
 fi
 
 # Each libFuzzer target (clang, ASan + UBSan, build-fuzz/) on its seed corpus for a short

@@ -8,6 +8,7 @@ void add_generate(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_chat(CLI::App& app);
 void add_bench_serve(CLI::App& bench);  // `bench serve`, attached by add_bench
 int64_t parse_bytes(const std::string& s);  // "4GiB", "512MiB", "1e9" or plain bytes
 // --cpu-order into `order` (batch-invariant or llamacpp; runtime/ops.h CpuOrder).

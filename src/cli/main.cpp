@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   vllm::cli::add_bench(app);
   vllm::cli::add_serve(app);
   vllm::cli::add_tokenize(app);
+  vllm::cli::add_chat(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

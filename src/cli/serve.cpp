@@ -62,9 +62,6 @@ int run_serve(ServeArgs& a) {
   if (a.dtype != "auto")
     throw Error("--dtype " + a.dtype + " is not supported yet (use auto: the checkpoint's own "
                 "types, block types dequantized to bf16 on CUDA, f32 activations)");
-  if (a.tensor_parallel_size != 1)
-    throw Error("--tensor-parallel-size " + std::to_string(a.tensor_parallel_size) +
-                ": only 1 is supported (tensor parallelism needs the CUDA backend)");
   if (!a.model.empty() && !a.model_flag.empty() && a.model != a.model_flag)
     throw Error("the model is given twice: " + a.model + " and --model " + a.model_flag);
   if (a.model.empty()) a.model = a.model_flag;
@@ -75,6 +72,7 @@ int run_serve(ServeArgs& a) {
   if (c.served_model_names.empty())
     c.served_model_names = {a.model.empty() ? "HuggingFaceTB/SmolLM2-135M-Instruct" : a.model};
   c.device = parse_device(a.device);
+  c.tensor_parallel_size = a.tensor_parallel_size;
   set_cpu_order(parse_cpu_order(a.cpu_order));
   if (!a.kv_cache_memory.empty()) c.engine.kv_cache_memory = parse_bytes(a.kv_cache_memory);
   if (c.device.kind == DeviceKind::Cuda) {
@@ -157,7 +155,9 @@ void add_serve(CLI::App& app) {
                 "Windowed layers keep every block, as global layers do");
   cmd->add_option("--seed", a->seed, "Base seed for requests without their own")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "Only 'auto' on CPU")->capture_default_str();
-  cmd->add_option("--tensor-parallel-size", a->tensor_parallel_size, "Only 1 for now");
+  cmd->add_option("--tensor-parallel-size", a->tensor_parallel_size,
+                  "Ranks the model is split over (Megatron-style); CPU only so far: each rank is "
+                  "a thread with its share of the cores");
   cmd->add_option("--log-level", a->log_level, "debug, info, warning, error, critical")->capture_default_str();
   cmd->add_option("--threads,-t", a->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
   cmd->add_option_function<std::string>("--scheduling-policy", [a](const std::string& v) {
@@ -179,6 +179,8 @@ void add_serve(CLI::App& app) {
                 "GET /load reports the requests in flight (else 0)");
   cmd->add_flag("--enable-tokenizer-info-endpoint", c.enable_tokenizer_info_endpoint,
                 "Serve GET /tokenizer_info (tokenizer class, special tokens, chat template)");
+  cmd->add_flag("--no-webui", [a](int64_t) { a->config.webui = false; },
+                "Do not serve the chat page at / (it answers 404)");
   cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice,
                 "Let tool_choice 'auto' read tool calls from the output (needs "
                 "--tool-call-parser)");

@@ -130,13 +130,18 @@ EngineConfig resolved(EngineConfig c, const DecoderModel& model, std::string& me
 }  // namespace
 
 EngineCore::EngineCore(const DecoderModel& model, const Tokenizer* tokenizer, EngineConfig config)
-    : model_(model),
+    : EngineCore(std::vector<const DecoderModel*>{&model}, tokenizer, std::move(config)) {}
+
+EngineCore::EngineCore(std::vector<const DecoderModel*> ranks, const Tokenizer* tokenizer,
+                       EngineConfig config)
+    : model_(*ranks.at(0)),
       tokenizer_(tokenizer),
-      config_(resolved(config, model, memory_summary_)),
-      scheduler_(scheduler_config(config_), kv_config(model, config_)),
+      config_(resolved(config, model_, memory_summary_)),
+      scheduler_(scheduler_config(config_), kv_config(model_, config_)),
       next_seed_(config_.seed) {
-  runner_ = std::make_unique<ModelRunner>(model, scheduler_.kv_cache_manager().config().num_blocks,
-                                          config_.block_size);
+  runner_ = std::make_unique<Executor>(std::move(ranks),
+                                       scheduler_.kv_cache_manager().config().num_blocks,
+                                       config_.block_size);
 }
 
 EngineCore::~EngineCore() = default;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/scheduler.h"
-#include "engine/model_runner.h"
+#include "engine/executor.h"
 #include "engine/request_stats.h"
 #include "tokenizer/tokenizer.h"
 
@@ -57,6 +57,10 @@ struct RequestOutput {
 class EngineCore {
  public:
   EngineCore(const DecoderModel& model, const Tokenizer* tokenizer, EngineConfig config);
+  // Tensor parallel: one shard per rank, rank 0 first (see Executor). The KV cache budget is
+  // per rank; every rank holds the same blocks with its share of the KV heads.
+  EngineCore(std::vector<const DecoderModel*> ranks, const Tokenizer* tokenizer,
+             EngineConfig config);
   ~EngineCore();
 
   // Queues a request; throws vllm::Error with a user-facing message for invalid input
@@ -97,7 +101,7 @@ class EngineCore {
   std::string memory_summary_;  // before config_, which fills it
   EngineConfig config_;
   core::Scheduler scheduler_;
-  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Executor> runner_;
   std::unordered_map<std::string, std::unique_ptr<Completion>> children_;
   struct Parent {
     std::vector<std::string> children;  // live ones

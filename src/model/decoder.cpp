@@ -7,6 +7,7 @@
 #include <numeric>
 #include <span>
 
+#include "model/tensor_parallel.h"
 #include "runtime/backend.h"
 #include "runtime/ops.h"
 #include "util/check.h"
@@ -81,9 +82,14 @@ std::vector<std::vector<Tensor>> fused_parts(const WeightSource& w, int i, const
 }  // namespace
 
 DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Progress& on_layer,
-                           Device device)
+                           Device device, std::shared_ptr<Communicator> comm)
     : config_(std::move(config)), device_(device) {
   const ModelConfig& c = config_;
+  if (comm && comm->size() > 1) {
+    if (device.kind != DeviceKind::Cpu)
+      throw Error("tensor parallelism runs on the CPU only so far (--device cpu)");
+    comm_ = std::move(comm);
+  }
   VLLM_CHECK(static_cast<int>(c.layers.size()) == c.num_layers, "one layer spec per layer");
   for (const LayerSpec& spec : c.layers) {
     if (c.rope_ggml_theta && spec.rope.scaling.type == "yarn" && device.kind != DeviceKind::Cpu)
@@ -96,6 +102,10 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
   final_norm = norm_weight(w, "model.norm.weight", c.hidden_size);
   auto head = w.get("lm_head.weight");
   lm_head = head && !c.tie_word_embeddings ? place_weight(*head, device) : embed_tokens;
+  if (comm_) {  // vocab-parallel: this rank's rows
+    const Share rows = share_of(c.vocab_size, {comm_->rank(), comm_->size()});
+    lm_head = lm_head.narrow(rows.begin, rows.length);
+  }
   if (c.kv_cache_f16)
     kv_dtype_ = DType::F16;
   else if (device.kind != DeviceKind::Cpu && embed_tokens.dtype() != DType::F32)
@@ -513,7 +523,13 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache) const {
 
   const float eps = static_cast<float>(c.rms_norm_eps);
   Tensor logits = Tensor::empty({num_logits, c.vocab_size}, DType::F32, d);
-  rms_norm_matmul(kept.residual, final_norm, eps, lm_head, kept.h, logits);
+  if (comm_) {
+    Tensor part = Tensor::empty({num_logits, lm_head.size(0)}, DType::F32, d);
+    rms_norm_matmul(kept.residual, final_norm, eps, lm_head, kept.h, part);
+    comm_->all_gather_columns(part, logits);
+  } else {
+    rms_norm_matmul(kept.residual, final_norm, eps, lm_head, kept.h, logits);
+  }
   if (c.logits_multiplier != 1.0) scale(logits, static_cast<float>(c.logits_multiplier));
   return logits;
 }
@@ -735,6 +751,7 @@ void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
     L.shared_down(act, y);
     add(out, y, out);
   }
+  if (comm_) comm_->all_reduce_sum(out);  // each rank ran its columns of every expert
   if (L.ffn_post_norm.defined())
     rms_norm(out, L.ffn_post_norm, static_cast<float>(c.rms_norm_eps), out);
   if (c.residual_multiplier != 1.0) scale(out, static_cast<float>(c.residual_multiplier));
@@ -744,11 +761,12 @@ void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
 void DecoderModel::add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,
                                     Tensor& product, Tensor& residual) const {
   const float m = static_cast<float>(config_.residual_multiplier);
-  if (!post_norm.defined() && m == 1.0f) {
+  if (!post_norm.defined() && m == 1.0f && !comm_) {
     lin.accumulate(x, product, residual);
     return;
   }
   lin(x, product);
+  if (comm_) comm_->all_reduce_sum(product);  // a row-parallel projection: partial sums
   if (post_norm.defined()) rms_norm(product, post_norm, static_cast<float>(config_.rms_norm_eps), product);
   if (m != 1.0f) scale(product, m);
   add(residual, product, residual);

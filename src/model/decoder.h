@@ -10,6 +10,7 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/weights.h"
+#include "runtime/communicator.h"
 
 namespace vllm {
 
@@ -18,8 +19,11 @@ class DecoderModel {
   // on_layer(done, total) is called after each decoder layer's weights are in place.
   using Progress = std::function<void(int, int)>;
   // Weights are placed on `device` (see place_weight); activations and the KV cache live there.
+  // With a communicator of more than one rank this is that rank's shard (model/tensor_parallel.h:
+  // `config` and `weights` already split): the row-parallel outputs are summed across ranks,
+  // the LM head keeps the rank's share of the vocabulary and the logits are gathered whole.
   DecoderModel(ModelConfig config, const WeightSource& weights, const Progress& on_layer = {},
-               Device device = kCpu);
+               Device device = kCpu, std::shared_ptr<Communicator> comm = nullptr);
 
   const ModelConfig& config() const { return config_; }
   Device device() const { return device_; }
@@ -146,7 +150,8 @@ class DecoderModel {
   int group_size_ = 0;                         // layers per group (the largest)
   Tensor embed_tokens;  // [vocab, hidden], stored dtype
   Tensor final_norm;
-  Tensor lm_head;       // [vocab, hidden]; the embedding when tied
+  Tensor lm_head;       // [vocab or this rank's share of it, hidden]; the embedding when tied
+  std::shared_ptr<Communicator> comm_;  // tensor parallelism; null with one rank
   std::vector<Layer> layers_;
   bool enforce_eager_ = false;
   RoutingObserver routing_observer_;

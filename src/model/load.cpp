@@ -7,6 +7,7 @@
 #include "loader/safetensors.h"
 #include "model/arch.h"
 #include "model/bert.h"
+#include "model/tensor_parallel.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -48,7 +49,37 @@ GgufVocab vocab_from_gguf(const GgufFile& g) {
   return v;
 }
 
+// The decoder of `config`, as one model or as tensor-parallel shards.
+void build_ranks(LoadedModel& out, ModelConfig config, const WeightSource& weights,
+                 const DecoderModel::Progress& on_layer, Device device, int tp) {
+  if (tp < 1) throw Error("--tensor-parallel-size must be at least 1, got " + std::to_string(tp));
+  if (tp == 1) {
+    out.model = std::make_unique<DecoderModel>(std::move(config), weights, on_layer, device);
+    return;
+  }
+  if (device.kind != DeviceKind::Cpu)
+    throw Error("--tensor-parallel-size " + std::to_string(tp) +
+                ": tensor parallelism runs on the CPU only so far (NCCL is not wired yet)");
+  auto comms = make_thread_communicators(tp);
+  for (int r = 0; r < tp; ++r) {
+    const TpRank rank{r, tp};
+    auto source = make_shard_source(weights, config, rank);
+    DecoderModel::Progress progress;
+    if (on_layer) progress = [&](int done, int total) { on_layer(r * total + done, tp * total); };
+    auto m = std::make_unique<DecoderModel>(shard_config(config, rank), *source, progress, device,
+                                            comms[size_t(r)]);
+    if (r == 0) out.model = std::move(m);
+    else out.other_ranks.push_back(std::move(m));
+  }
+}
+
 }  // namespace
+
+std::vector<const DecoderModel*> LoadedModel::ranks() const {
+  std::vector<const DecoderModel*> out{model.get()};
+  for (const auto& m : other_ranks) out.push_back(m.get());
+  return out;
+}
 
 std::string default_model_path() {
   return std::string(VLLM_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -65,7 +96,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
 }
 
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer,
-                       Device device, int max_model_len) {
+                       Device device, int max_model_len, int tensor_parallel_size) {
   LoadedModel out;
   out.path = path;
   const fs::path p(path);
@@ -81,7 +112,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
     ModelConfig config = config_from_hf(read_json(cfg), gen);
     config.max_model_len = max_model_len;
     auto weights = make_safetensors_source(SafetensorsModel::open(path));
-    out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer, device);
+    build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size);
     if (fs::exists(p / "tokenizer.json")) out.tokenizer = Tokenizer::from_dir(path);
     return out;
   }
@@ -90,7 +121,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
   config.max_model_len = max_model_len;
   out.tokenizer = Tokenizer::from_gguf_vocab(vocab_from_gguf(*gguf));
   auto weights = make_gguf_source(gguf, config);
-  out.model = std::make_unique<DecoderModel>(std::move(config), *weights, on_layer, device);
+  build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size);
   return out;
 }
 

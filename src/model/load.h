@@ -11,15 +11,21 @@ namespace vllm {
 
 struct LoadedModel {
   std::string path;
-  std::unique_ptr<DecoderModel> model;
+  std::unique_ptr<DecoderModel> model;  // rank 0's shard under tensor parallelism
+  std::vector<std::unique_ptr<DecoderModel>> other_ranks;  // ranks 1.. (tensor parallel)
   std::unique_ptr<Tokenizer> tokenizer;
   const ModelConfig& config() const { return model->config(); }
+  // Every rank's shard, rank 0 first (only `model` without tensor parallelism).
+  std::vector<const DecoderModel*> ranks() const;
 };
 
 // max_model_len: the context the engine will serve, if the user set one (0: the model's own);
 // it picks LongRoPE's factors (ModelConfig::max_model_len).
+// tensor_parallel_size > 1 loads one shard per rank (model/tensor_parallel.h), each rank
+// reading only its slices, joined by thread communicators (CPU only so far).
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer = {},
-                       Device device = kCpu, int max_model_len = 0);
+                       Device device = kCpu, int max_model_len = 0,
+                       int tensor_parallel_size = 1);
 // Only the tokenizer of a model (no weights are read): tokenizer.json + tokenizer_config.json
 // of a directory, or the vocabulary embedded in a .gguf file.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

@@ -100,7 +100,10 @@ std::mutex pool_mutex;
 
 int default_num_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
+static thread_local ThreadPool* thread_pool_override = nullptr;
+
 ThreadPool& cpu_pool() {
+  if (thread_pool_override) return *thread_pool_override;
   auto& p = pool_slot();
   if (!p) {
     std::lock_guard lock(pool_mutex);
@@ -116,5 +119,11 @@ void set_num_threads(int n) {
   p.reset();
   p = std::make_unique<ThreadPool>(n);
 }
+
+ScopedCpuPool::ScopedCpuPool(ThreadPool& pool) : previous_(thread_pool_override) {
+  thread_pool_override = &pool;
+}
+
+ScopedCpuPool::~ScopedCpuPool() { thread_pool_override = previous_; }
 
 }  // namespace vllm

@@ -39,9 +39,24 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
-// The process-wide pool used by CPU kernels. set_num_threads replaces it (not while running).
+// The pool CPU kernels use: the calling thread's own (ScopedCpuPool) if it has one, else the
+// process-wide pool, which set_num_threads replaces (not while running).
 ThreadPool& cpu_pool();
 void set_num_threads(int n);
 int default_num_threads();
+
+// While it lives, cpu_pool() on the constructing thread returns `pool`: the ranks of a
+// tensor-parallel group run side by side, each on a pool of its own (a pool runs one job at
+// a time).
+class ScopedCpuPool {
+ public:
+  explicit ScopedCpuPool(ThreadPool& pool);
+  ~ScopedCpuPool();
+  ScopedCpuPool(const ScopedCpuPool&) = delete;
+  ScopedCpuPool& operator=(const ScopedCpuPool&) = delete;
+
+ private:
+  ThreadPool* previous_;
+};
 
 }  // namespace vllm

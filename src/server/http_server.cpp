@@ -484,6 +484,9 @@ int run_server(ServerConfig config) {
   if (cfg.runner == "pooling" && !pooling_model)
     throw Error("--runner pooling: only BertModel checkpoints can be pooled for now (last-token "
                 "pooling of decoder models is not supported yet)");
+  if (pooling_model && cfg.tensor_parallel_size != 1)
+    throw Error("--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) +
+                ": embedding models run on one rank (use 1)");
   if (pooling_model) {  // an embedding model: no generation engine
     const PoolingRuntime pooling = start_pooling(ctx);
     return serve(ctx, signals);
@@ -499,11 +502,11 @@ int run_server(ServerConfig config) {
                  std::string(fill, '#').c_str(), std::string(kWidth - fill, ' ').c_str(), done,
                  total, done == total ? "\n" : "");
     std::fflush(stderr);
-  }, cfg.device, cfg.engine.max_model_len);
+  }, cfg.device, cfg.engine.max_model_len, cfg.tensor_parallel_size);
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
   model.model->set_enforce_eager(cfg.enforce_eager);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto core = std::make_unique<EngineCore>(*model.model, model.tokenizer.get(), cfg.engine);
+  auto core = std::make_unique<EngineCore>(model.ranks(), model.tokenizer.get(), cfg.engine);
   char line[160];
   std::snprintf(line, sizeof line, "model loaded in %.2f s on %s: %s, vocab %d, max_model_len %d",
                 load_s, cfg.device.str().c_str(), model.config().architecture.c_str(),

@@ -15,6 +15,7 @@ namespace vllm::server {
 namespace {
 
 bool tokenizer_info_on(const ServerConfig& c) { return c.enable_tokenizer_info_endpoint; }
+bool webui_on(const ServerConfig& c) { return c.webui; }
 constexpr Route::Needs kGen = Route::Needs::kGeneration;
 
 const std::vector<Route>& route_table() {
@@ -50,6 +51,8 @@ const std::vector<Route>& route_table() {
       {"GET", "/version", handle_version, "Server version"},
       {"GET", "/metrics", handle_metrics, "Prometheus metrics"},
       {"GET", "/openapi.json", handle_openapi, "This document"},
+      {"GET", "/", handle_chat_page, "The chat page (HTML; --no-webui turns it off)", false,
+       false, webui_on},
   };
   return table;
 }

@@ -39,6 +39,8 @@ void handle_tokenizer_info(ServingContext& ctx, const httplib::Request& req,
                            httplib::Response& res);
 // POST /invocations: a body with "messages" goes to chat, one with "prompt" to completions.
 void handle_invocations(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// GET /: the chat page (server/chat_page.h); absent with --no-webui.
+void handle_chat_page(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_openapi(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 // POST /v1/embeddings (an embedding model only): vLLM's embedding request (server/embeddings.h).
 // The OpenAI Responses API (server/responses_api.h): create, retrieve a stored response, and

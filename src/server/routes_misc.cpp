@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "server/api_error.h"
+#include "server/chat_page.h"
 #include "server/log.h"
 #include "server/router.h"
 #include "server/routes.h"
@@ -149,6 +150,13 @@ void handle_metrics(ServingContext& ctx, const httplib::Request&, httplib::Respo
 
 void handle_version(ServingContext&, const httplib::Request&, httplib::Response& res) {
   set_json(res, {{"version", VLLM_VERSION}});
+}
+
+void handle_chat_page(ServingContext&, const httplib::Request&, httplib::Response& res) {
+  const std::string_view page = chat_page_html();
+  res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Cache-Control", "no-cache");
 }
 
 void handle_health(ServingContext& ctx, const httplib::Request&, httplib::Response& res) {

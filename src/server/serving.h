@@ -27,6 +27,7 @@ struct ServerConfig {
   std::string runner = "auto";                 // vLLM's --runner: auto, generate or pooling
   Device device;                               // where the weights, KV cache and kernels live
   bool enforce_eager = false;                  // no CUDA graphs
+  int tensor_parallel_size = 1;               // ranks, each a thread with its own shard (CPU)
   std::vector<std::string> served_model_names;  // the first one is the default
   std::string host = "127.0.0.1";
   int port = 8000;
@@ -48,6 +49,7 @@ struct ServerConfig {
   bool enable_force_include_usage = false;  // streams end with usage as if include_usage
   bool enable_server_load_tracking = false;  // GET /load counts requests in flight
   bool enable_tokenizer_info_endpoint = false;  // GET /tokenizer_info (else 404)
+  bool webui = true;                     // GET / serves the chat page (--no-webui: 404)
   bool enable_auto_tool_choice = false;  // tool_choice "auto" (needs tool_call_parser)
   std::string tool_call_parser;          // --tool-call-parser: how "auto" reads calls
   std::string reasoning_parser;          // --reasoning-parser: think-tag splitting

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/async_engine.h"
 #include "engine/engine_core.h"
@@ -611,4 +614,37 @@ TEST(CudaEngine, SeededSamplingSameAloneOrBatched) {
   EXPECT_EQ(together.at("0/0").tokens.size(), 24u);
   const auto greedy_run = run({{prompts[0], greedy(24)}});
   EXPECT_NE(greedy_run.at("0/0").tokens, alone.at("0/0").tokens) << "temperature 0.8 gave the greedy tokens";
+}
+
+// Tensor parallel through the executor (ranks as threads): 24 concurrent greedy requests, with
+// preemption under a tight cache, give transformers' greedy tokens where the fixture has them
+// and otherwise TP=1's tokens, with every KV block back at the end.
+TEST(TensorParallelEngine, GreedyTokensOfOneRankUnderPressure) {
+  const std::string dir = "fixtures/tiny/qwen3";
+  const LoadedModel one = load_model(dir), split = load_model(dir, {}, kCpu, 0, 2);
+  const nlohmann::json ref = nlohmann::json::parse(std::ifstream(dir + "/reference.json"));
+  auto prompts = random_prompts(24, 5, 40, 384, 5);
+  std::vector<std::vector<int32_t>> greedy_ref;
+  for (const auto& p : ref["prompts"]) {
+    prompts.push_back(p["prompt_ids"].get<std::vector<int32_t>>());
+    greedy_ref.push_back(p["greedy_ids"].get<std::vector<int32_t>>());
+  }
+  EngineConfig roomy;
+  roomy.max_model_len = 128;
+  EngineConfig tight = roomy;
+  tight.block_size = 4;
+  tight.kv_cache_memory = 160 * split.model->kv_bytes_per_token();  // per rank
+  EngineCore a(*one.model, nullptr, roomy), b(split.ranks(), nullptr, tight);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int n = i < 24 ? 20 : static_cast<int>(greedy_ref[i - 24].size());
+    a.add_request(std::to_string(i), prompts[i], greedy(n));
+    b.add_request(std::to_string(i), prompts[i], greedy(n));
+  }
+  auto ra = run_all(a), rb = run_all(b);
+  ASSERT_EQ(rb.size(), prompts.size());
+  for (const auto& [id, d] : ra) EXPECT_EQ(d.tokens, rb[id].tokens) << id;
+  for (size_t k = 0; k < greedy_ref.size(); ++k)
+    EXPECT_EQ(rb[std::to_string(24 + k) + "/0"].tokens, greedy_ref[k]) << "reference prompt " << k;
+  EXPECT_GT(b.stats().num_preemptions, 0) << "the tight cache should have preempted";
+  EXPECT_EQ(b.stats().kv_cache_usage, 0.0);
 }

@@ -1,0 +1,42 @@
+// Executor: runs each scheduler step on the model runner of every tensor-parallel rank (vLLM's
+// executor -> workers). Rank 0 runs on the calling (engine) thread, every other rank on a
+// worker thread of its own, each with its own CPU thread pool, so the ranks meet only in
+// their collectives. The ranks see whole logits (gathered) and the same seeds, so they sample
+// the same tokens; rank 0's samples are the step's. With one rank it is that rank's runner.
+#pragma once
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/model_runner.h"
+#include "runtime/thread_pool.h"
+
+namespace vllm {
+
+class Executor {
+ public:
+  // `ranks`: one shard per rank (rank 0 first), each with a communicator of ranks.size().
+  Executor(std::vector<const DecoderModel*> ranks, int num_blocks, int block_size);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  void add_request(const std::string& id, const RunnerRequest& request);
+  void remove_request(const std::string& id);
+  std::unordered_map<std::string, StepSample> execute(const core::SchedulerOutput& out);
+  const std::vector<int>& eos_ids() const { return runners_[0]->eos_ids(); }
+  int tensor_parallel_size() const { return static_cast<int>(runners_.size()); }
+
+ private:
+  struct Worker;
+  void work(Worker& w, int rank);
+
+  std::vector<std::unique_ptr<ModelRunner>> runners_;
+  std::unique_ptr<ThreadPool> pool_;  // rank 0's, with more than one rank
+  std::vector<std::unique_ptr<Worker>> workers_;  // ranks 1..
+};
+
+}  // namespace vllm

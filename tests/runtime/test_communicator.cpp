@@ -1,0 +1,78 @@
+// The thread communicator's collectives: ranks as threads, each with its own values.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "runtime/communicator.h"
+
+using namespace vllm;
+
+namespace {
+
+// Runs fn(rank, communicator) on `size` threads at once.
+template <typename Fn>
+void on_ranks(int size, Fn fn) {
+  auto comms = make_thread_communicators(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { fn(r, *comms[size_t(r)]); });
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+
+// Every rank ends with the same sum, added in rank order (0.1f + 1e8f + -1e8f differs by
+// order: in rank order it is 0, any other order could keep the 0.1), over many calls in a row
+// with changing sizes (the shared buffer is reused).
+TEST(ThreadCommunicator, AllReduceSumsInRankOrderOnEveryRank) {
+  for (int size : {1, 2, 3, 4}) {
+    std::vector<std::vector<float>> results(size_t(size) * 20);
+    on_ranks(size, [&](int rank, Communicator& c) {
+      EXPECT_EQ(c.rank(), rank);
+      EXPECT_EQ(c.size(), size);
+      for (int call = 0; call < 20; ++call) {
+        const int64_t n = 1 + call * 7;
+        Tensor x = Tensor::empty({n}, DType::F32);
+        for (int64_t i = 0; i < n; ++i)
+          x.data<float>()[i] = rank == 0 ? 0.1f * float(i) : rank == 1 ? 1e8f : rank == 2 ? -1e8f : 1.0f;
+        c.all_reduce_sum(x);
+        results[size_t(call * size + rank)].assign(x.data<float>(), x.data<float>() + n);
+      }
+    });
+    for (int call = 0; call < 20; ++call) {
+      const int64_t n = 1 + call * 7;
+      for (int64_t i = 0; i < n; ++i) {
+        float want = 0.1f * float(i);  // the same additions in rank order
+        if (size > 1) want += 1e8f;
+        if (size > 2) want += -1e8f;
+        if (size > 3) want += 1.0f;
+        for (int r = 0; r < size; ++r)
+          ASSERT_EQ(results[size_t(call * size + r)][size_t(i)], want)
+              << "size " << size << " call " << call << " rank " << r << " element " << i;
+      }
+    }
+  }
+}
+
+// Uneven column counts land side by side in rank order, on every rank.
+TEST(ThreadCommunicator, AllGatherColumnsPlacesEachRanksColumns) {
+  const int size = 3;
+  const int64_t M = 5;
+  const int64_t cols[size] = {4, 3, 3};
+  std::vector<std::vector<float>> got(size);
+  on_ranks(size, [&](int rank, Communicator& c) {
+    Tensor x = Tensor::empty({M, cols[rank]}, DType::F32);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t j = 0; j < cols[rank]; ++j) x.data<float>()[m * cols[rank] + j] = float(rank * 100 + m * 10 + j);
+    Tensor out = Tensor::empty({M, 10}, DType::F32);
+    c.all_gather_columns(x, out);
+    got[size_t(rank)].assign(out.data<float>(), out.data<float>() + M * 10);
+  });
+  for (int r = 0; r < size; ++r)
+    for (int64_t m = 0; m < M; ++m) {
+      int64_t col = 0;
+      for (int src = 0; src < size; ++src)
+        for (int64_t j = 0; j < cols[src]; ++j, ++col)
+          ASSERT_EQ(got[size_t(r)][size_t(m * 10 + col)], float(src * 100 + m * 10 + j))
+              << "rank " << r << " row " << m << " column " << col;
+    }
+}
