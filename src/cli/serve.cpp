@@ -213,6 +213,12 @@ void add_serve(CLI::App& app) {
         }
       }, "JSON, as vLLM's: {\"enable_in_reasoning\": true} lets grammars constrain the "
          "reasoning too");
+  cmd->add_option("--responses-store-max-count", c.responses_store_max_count,
+                  "Most Responses API responses kept for GET and previous_response_id (oldest "
+                  "evicted first)")->capture_default_str();
+  cmd->add_option("--responses-store-max-bytes", c.responses_store_max_bytes,
+                  "Most bytes of stored Responses API responses (oldest evicted first)")
+      ->check(CLI::Range(0.0, 1e12))->capture_default_str();
   cmd->add_flag("--disable-log-stats", [a](int64_t) { a->config.log_stats = false; },
                 "No periodic throughput lines");
   cmd->add_flag("--disable-uvicorn-access-log", [a](int64_t) { a->config.access_log = false; },

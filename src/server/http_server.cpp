@@ -519,6 +519,8 @@ int run_server(ServerConfig config) {
   ctx.tokenizer = model.tokenizer.get();
   ctx.grammars = std::make_unique<structured::GrammarCache>(structured::TokenVocab::from_tokenizer(
       *model.tokenizer, model.config().eos_token_ids, model.config().vocab_size));
+  ctx.responses = std::make_unique<ResponseStore>(cfg.responses_store_max_count,
+                                                  cfg.responses_store_max_bytes);
   ctx.start_time = unix_time();
   if (std::string warn = load_chat_template(cfg, *model.tokenizer, ctx.chat_template); !warn.empty())
     log_warning(warn);

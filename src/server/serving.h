@@ -11,6 +11,7 @@
 #include "engine/async_engine.h"
 #include "engine/pooling_engine.h"
 #include "server/metrics.h"
+#include "server/response_store.h"
 #include "structured/compiler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -55,6 +56,10 @@ struct ServerConfig {
   // --structured-outputs-config enable_in_reasoning: grammars also constrain the reasoning
   // (else, as vLLM, they start after the reasoning parser's end tag).
   bool structured_enable_in_reasoning = false;
+  // Responses API store (store: true): the most responses kept, and their total JSON bytes;
+  // past either bound the oldest are evicted.
+  size_t responses_store_max_count = 1000;
+  size_t responses_store_max_bytes = size_t(64) << 20;
   EngineConfig engine;
 };
 
@@ -68,6 +73,7 @@ struct ServingContext {
   int vocab_size = 0;
   // Compiled structured-output grammars for the served tokenizer (null: none available).
   std::unique_ptr<structured::GrammarCache> grammars;
+  std::unique_ptr<ResponseStore> responses;  // generative models only
   int64_t start_time = 0;  // unix seconds, for "created" of /v1/models
   Metrics metrics;
   std::atomic<bool> draining{false};   // new generation requests get 503

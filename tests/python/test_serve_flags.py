@@ -327,6 +327,9 @@ def test_openapi_lists_exactly_what_is_served(flagged, plain):
         for method in ops:
             url = plain.url + path.replace("{model}", MODEL_NAME)
             r = requests.request(method.upper(), url, json={}, timeout=30)
+            if "{response_id}" in path and r.status_code == 404:  # routed: no such response
+                assert r.json()["error"]["param"] == "response_id", r.text
+                continue
             assert r.status_code not in (404, 405), (path, method, r.status_code)
     on = requests.get(flagged.url + "/openapi.json", timeout=10).json()
     assert "get" in on["paths"]["/tokenizer_info"]
