@@ -44,6 +44,8 @@ void handle_chat_page(ServingContext& ctx, const httplib::Request& req, httplib:
 void handle_openapi(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 // POST /v1/embeddings (an embedding model only): vLLM's embedding request (server/embeddings.h).
 void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// POST /pooling (a pooling model only): vLLM's PoolingCompletionRequest, task "embed".
+void handle_pooling(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // Queues every prompt (with its resolved max_tokens) as one Generation; engine rejections
 // become ApiError 400.
