@@ -198,6 +198,7 @@ def test_minilm_pooling_route(binary):
 @pytest.mark.parametrize("flags, needle", [
     (["--tensor-parallel-size", "2"], "one rank"),
     (["--device", "cuda"], "cuda"),
+    (["--max-model-len", "8193"], "max_position_embeddings"),
 ])
 def test_pooling_startup_errors(binary, model, flags, needle):
     r = subprocess.run([binary, "serve", model, "--runner", "pooling", "--port",
