@@ -1,7 +1,8 @@
 // A decoder served as an embedding model (vLLM's --runner pooling / --convert embed on a
 // generative checkpoint): each sequence's vector is the final-norm hidden state of its last
-// token, L2-normalised by default. Each sequence runs alone with its own KV cache, so a
-// vector never depends on what else was pooled. CPU and one rank only.
+// token, L2-normalised by default. One embed() is one forward over all its sequences, each a
+// fresh context in blocks of its own; in the default CPU order a row's arithmetic does not
+// depend on the batch, so neither does a vector. CPU and one rank only.
 #pragma once
 #include <string>
 
