@@ -142,8 +142,8 @@ void add_serve(CLI::App& app) {
                   "CUDA only)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--runner", c.runner,
-                  "auto (from the checkpoint), generate, or pooling (embedding models: "
-                  "POST /v1/embeddings)")
+                  "auto (from the checkpoint), generate, or pooling (embedding models, or a "
+                  "decoder pooled by its last token: POST /v1/embeddings and /pooling)")
       ->check(CLI::IsMember({"auto", "generate", "pooling"}))->capture_default_str();
   add_cpu_order_option(*cmd, a->cpu_order);
   cmd->add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs for decode steps");

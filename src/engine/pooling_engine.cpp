@@ -6,7 +6,7 @@
 
 namespace vllm {
 
-PoolingEngine::PoolingEngine(const BertModel& model, PoolingEngineConfig config)
+PoolingEngine::PoolingEngine(const PoolingModel& model, PoolingEngineConfig config)
     : model_(model), config_(config), worker_([this] { run(); }) {}
 
 PoolingEngine::~PoolingEngine() {
@@ -105,7 +105,7 @@ void PoolingEngine::run() {
         continue;
       }
       if (job->normalize)
-        for (auto& v : job->out) BertModel::normalize(v.data(), hidden);
+        for (auto& v : job->out) l2_normalize(v.data(), hidden);
       job->done.set_value(std::move(job->out));
     }
   }

@@ -1,4 +1,4 @@
-// Runs an embedding model off the HTTP threads: one worker thread takes queued requests in
+// Runs a pooling model (model/pooling_model.h) off the HTTP threads: one worker thread takes queued requests in
 // arrival order, packs the sequences of as many as fit a token budget into one forward (so
 // concurrent requests share a batch), and fulfils each request's future. A request larger
 // than the budget runs over several forwards; results never depend on the batch.
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/bert.h"
+#include "model/pooling_model.h"
 
 namespace vllm {
 
@@ -26,18 +26,18 @@ class PoolingEngine {
  public:
   using Vectors = std::vector<std::vector<float>>;
 
-  PoolingEngine(const BertModel& model, PoolingEngineConfig config);
+  PoolingEngine(const PoolingModel& model, PoolingEngineConfig config);
   ~PoolingEngine();  // stops the worker; requests still queued fail with vllm::Error
   PoolingEngine(const PoolingEngine&) = delete;
   PoolingEngine& operator=(const PoolingEngine&) = delete;
 
-  // Queues one request: its sequences (valid for the model: see BertModel::embed) and whether
+  // Queues one request: its sequences (valid for the model: see PoolingModel::embed) and whether
   // to L2-normalise the pooled vectors. nullopt when the queue is full (the caller answers
   // 503); else a future of one vector per sequence, in order.
   std::optional<std::future<Vectors>> submit(std::vector<std::vector<int32_t>> seqs,
                                              bool normalize);
 
-  const BertModel& model() const { return model_; }
+  const PoolingModel& model() const { return model_; }
   size_t num_unfinished() const;  // requests queued or running
 
  private:
@@ -51,7 +51,7 @@ class PoolingEngine {
   };
   void run();
 
-  const BertModel& model_;
+  const PoolingModel& model_;
   PoolingEngineConfig config_;
   mutable std::mutex mutex_;  // guards queue_ and stop_
   std::condition_variable wake_;

@@ -112,11 +112,10 @@ std::vector<float> BertModel::embed(const std::vector<std::vector<int32_t>>& seq
   return out;
 }
 
-void BertModel::normalize(float* v, int64_t n) {
-  double sq = 0;
-  for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(v[i]) * v[i];
-  const float norm = static_cast<float>(std::max(std::sqrt(sq), 1e-12));
-  for (int64_t i = 0; i < n; ++i) v[i] /= norm;
+std::string BertModel::describe() const {
+  return std::string("BertModel (embedding, ") +
+         (pooling_.mode == PoolingConfig::Mode::kMean ? "mean" : "CLS") + " pooling" +
+         (pooling_.normalize ? ", normalized)" : ")");
 }
 
 }  // namespace vllm

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/pooling_model.h"
 #include "runtime/tensor.h"
 
 namespace vllm {
@@ -34,26 +35,28 @@ struct PoolingConfig {
 // True when dir/config.json names an encoder this file serves (architectures: BertModel).
 bool is_bert_model(const std::string& dir);
 
-class BertModel {
+class BertModel : public PoolingModel {
  public:
   // Throws vllm::Error naming the file or field for anything it cannot serve, and for a
   // non-CPU device.
   static std::unique_ptr<BertModel> load(const std::string& dir, Device device = kCpu);
-  ~BertModel();
+  ~BertModel() override;
 
   const BertConfig& config() const { return config_; }
   const PoolingConfig& pooling() const { return pooling_; }
-  int hidden_size() const { return config_.hidden_size; }
+  int hidden_size() const override { return config_.hidden_size; }
+  bool normalize_by_default() const override { return pooling_.normalize; }
+  std::string describe() const override;
   // The longest sequence served: max_position_embeddings, or less when sentence-transformers
   // says so (its max_seq_length, as vLLM derives max_model_len).
-  int max_model_len() const;
+  int max_model_len() const override;
 
   // One pooled vector per sequence, not yet normalised (see normalize()); each sequence is
   // complete token ids (with [CLS] / [SEP]), 1..max_position_embeddings long, ids in the
   // vocabulary. Sequences never see each other. Returns [num_seqs * hidden_size], row-major.
-  std::vector<float> embed(const std::vector<std::vector<int32_t>>& seqs) const;
-  // sentence-transformers' Normalize: v / max(||v||, 1e-12), in place.
-  static void normalize(float* v, int64_t n);
+  std::vector<float> embed(const std::vector<std::vector<int32_t>>& seqs) const override;
+  // sentence-transformers' Normalize (l2_normalize).
+  static void normalize(float* v, int64_t n) { l2_normalize(v, n); }
 
   struct Layer;  // weights of one encoder layer (bert.cpp)
 

@@ -405,8 +405,7 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) const {
   return cache;
 }
 
-Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache,
-                             const std::function<bool()>& cancelled) const {
+void DecoderModel::check_batch(const ForwardBatch& batch, const KvCache& cache) const {
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens();
   VLLM_CHECK(T > 0, "empty batch");
@@ -421,17 +420,24 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache,
     VLLM_CHECK(slots.size() == size_t(T), "batch arrays disagree in length");
     for (int32_t s : slots) VLLM_CHECK(s < num_slots, "slot ", s, " beyond cache of ", num_slots);
   }
-  if (device_.kind == DeviceKind::Cpu) {
-    StepInputs in;
-    in.ids = host_i32(batch.token_ids);
-    in.positions = host_i32(batch.positions);
-    in.rows_wanted = host_i32(batch.logits_indices);
-    for (int g = 0; g < batch.num_groups(); ++g) {
-      in.slots.push_back(host_i32(batch.slot_mappings[g]));
-      in.meta.push_back(&batch.attn[g]);
-    }
-    return compute(in, cache, cancelled);
+}
+
+DecoderModel::StepInputs DecoderModel::host_inputs(const ForwardBatch& batch) const {
+  StepInputs in;
+  in.ids = host_i32(batch.token_ids);
+  in.positions = host_i32(batch.positions);
+  in.rows_wanted = host_i32(batch.logits_indices);
+  for (int g = 0; g < batch.num_groups(); ++g) {
+    in.slots.push_back(host_i32(batch.slot_mappings[g]));
+    in.meta.push_back(&batch.attn[g]);
   }
+  return in;
+}
+
+Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache,
+                             const std::function<bool()>& cancelled) const {
+  check_batch(batch, cache);
+  if (device_.kind == DeviceKind::Cpu) return compute(host_inputs(batch), cache, cancelled);
   if (auto logits = forward_graph(batch, cache)) return *logits;
   std::vector<AttentionMeta> meta;
   const StepInputs in = upload_inputs(batch, meta, Tensor());
@@ -481,13 +487,43 @@ struct DecoderModel::Scratch {
   Tensor q, q_latent, out_latent;  // MLA: q after q_b_proj, the query and output in latent space
 };
 
+Tensor DecoderModel::hidden_states(const ForwardBatch& batch, KvCache& cache) const {
+  VLLM_CHECK(device_.kind == DeviceKind::Cpu && !comm_,
+             "hidden_states runs on the CPU with one rank");
+  check_batch(batch, cache);
+  Scratch s;
+  const Scratch kept = run_layers(host_inputs(batch), cache, s);
+  Tensor out = Tensor::empty(kept.residual.shape(), DType::F32, device_);
+  rms_norm(kept.residual, final_norm, static_cast<float>(config_.rms_norm_eps), out);
+  return out;
+}
+
 Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache,
                              const std::function<bool()>& cancelled) const {
+  const ModelConfig& c = config_;
+  const int64_t num_logits = in.rows_wanted.size(0);
+  const Device d = device_;
+  Scratch s;
+  Scratch kept = run_layers(in, cache, s, cancelled);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  Tensor logits = Tensor::empty({num_logits, c.vocab_size}, DType::F32, d);
+  if (comm_) {
+    Tensor part = Tensor::empty({num_logits, lm_head.size(0)}, DType::F32, d);
+    rms_norm_matmul(kept.residual, final_norm, eps, lm_head, kept.h, part);
+    comm_->all_gather_columns(part, logits);
+  } else {
+    rms_norm_matmul(kept.residual, final_norm, eps, lm_head, kept.h, logits);
+  }
+  if (c.logits_multiplier != 1.0) scale(logits, static_cast<float>(c.logits_multiplier));
+  return logits;
+}
+
+DecoderModel::Scratch DecoderModel::run_layers(const StepInputs& in, KvCache& cache, Scratch& s,
+                                               const std::function<bool()>& cancelled) const {
   const ModelConfig& c = config_;
   const int64_t T = in.ids.size(0);
   const int64_t num_logits = in.rows_wanted.size(0);
   const Device d = device_;
-  Scratch s;
   s.residual = Tensor::empty({T, c.hidden_size}, DType::F32, d);
   s.h = Tensor::empty({T, c.hidden_size}, DType::F32, d);
   s.qkv = Tensor::empty({T, layers_[0].qkv.out_features}, DType::F32, d);
@@ -523,18 +559,7 @@ Tensor DecoderModel::compute(const StepInputs& in, KvCache& cache,
   kept.gate_up = s.gate_up.narrow(0, num_logits);
   kept.act = s.act.narrow(0, num_logits);
   if (num_logits > 0) mlp_block(last, layers_[last], kept);
-
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  Tensor logits = Tensor::empty({num_logits, c.vocab_size}, DType::F32, d);
-  if (comm_) {
-    Tensor part = Tensor::empty({num_logits, lm_head.size(0)}, DType::F32, d);
-    rms_norm_matmul(kept.residual, final_norm, eps, lm_head, kept.h, part);
-    comm_->all_gather_columns(part, logits);
-  } else {
-    rms_norm_matmul(kept.residual, final_norm, eps, lm_head, kept.h, logits);
-  }
-  if (c.logits_multiplier != 1.0) scale(logits, static_cast<float>(c.logits_multiplier));
-  return logits;
+  return kept;
 }
 
 void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, KvCache& cache,

@@ -68,6 +68,10 @@ class DecoderModel {
   // Logits [tokens.size(), vocab_size] of one fresh sequence at every position (own cache),
   // on the host.
   Tensor score(std::span<const int32_t> tokens) const;
+  // The final-norm hidden states [batch.logits_indices.size(), hidden_size] f32 of the rows
+  // forward() would give logits for: what the LM head reads, and what a pooling model takes
+  // as the last token's embedding. CPU and one rank only.
+  Tensor hidden_states(const ForwardBatch& batch, KvCache& cache) const;
 
  private:
   // One step's integer inputs where the kernels read them; slots and meta per KV cache group.
@@ -80,6 +84,8 @@ class DecoderModel {
   // receives each group's attention metadata with its device views.
   StepInputs upload_inputs(const ForwardBatch& batch, std::vector<AttentionMeta>& meta,
                            Tensor buffer) const;
+  void check_batch(const ForwardBatch& batch, const KvCache& cache) const;
+  StepInputs host_inputs(const ForwardBatch& batch) const;  // the batch's arrays, CPU views
   // The forward itself: kernels only, no host synchronisation, so a GPU can capture it
   // (captures pass no `cancelled`).
   Tensor compute(const StepInputs& in, KvCache& cache,
@@ -126,6 +132,10 @@ class DecoderModel {
   RopeParams rope_params(const LayerSpec& spec, const WeightSource& w) const;
   // The attention and MLP blocks of compute(): each adds its output into `residual`.
   struct Scratch;
+  // Every layer of compute() over scratch `s`; returns the views of the wanted rows, whose
+  // `residual` holds their stream after the last layer (before the final norm).
+  Scratch run_layers(const StepInputs& in, KvCache& cache, Scratch& s,
+                     const std::function<bool()>& cancelled = {}) const;
   void attention_block(const Layer& L, int index, const StepInputs& in, KvCache& cache,
                        Scratch& s) const;
   void mla_attention_block(const Layer& L, int index, const StepInputs& in, KvCache& cache,

@@ -1,5 +1,6 @@
-// /v1/embeddings request parsing: vLLM's EmbeddingCompletionRequest fields, each applied or
-// refused with a 400 naming it; inputs tokenized, truncated as asked, and length-checked.
+// /v1/embeddings and /pooling request parsing: vLLM's EmbeddingCompletionRequest and
+// PoolingCompletionRequest fields, each applied or refused with a 400 naming it; inputs
+// tokenized, truncated as asked, and length-checked.
 #include <string>
 #include <vector>
 
@@ -16,21 +17,48 @@ constexpr const char* kFields[] = {
     "model", "input", "encoding_format", "dimensions", "user", "truncate_prompt_tokens",
     "truncation_side", "add_special_tokens", "request_id", "priority", "normalize",
     "embed_dtype", "endianness", "cache_salt", "mm_processor_kwargs"};
+// /pooling's PoolingCompletionRequest adds these.
+constexpr const char* kPoolingFields[] = {"task", "use_activation", "padding"};
 
 constexpr const char* kInputShapes =
     "'input' must be a string, a list of strings, a list of token ids or a list of lists of "
     "token ids";
 
-void warn_unknown(const ojson& body) {
+// The body's fields neither API knows (or, for /v1/embeddings, that /pooling adds), quoted.
+std::string unknown_fields(const ojson& body, PoolingApi api) {
   std::string unknown;
   for (const auto& [k, v] : body.items()) {
     bool known = false;
     for (const char* f : kFields) known = known || k == f;
+    if (api == PoolingApi::kPooling)
+      for (const char* f : kPoolingFields) known = known || k == f;
     if (!known) unknown += (unknown.empty() ? "'" : ", '") + k + "'";
   }
-  if (!unknown.empty())
-    log_warning("The following fields were present in the request but ignored: {" + unknown +
-                "}");
+  return unknown;
+}
+
+// /v1/embeddings warns about unknown fields as vLLM does; /pooling refuses them.
+void check_unknown(const ojson& body, PoolingApi api) {
+  const std::string unknown = unknown_fields(body, api);
+  if (unknown.empty()) return;
+  if (api == PoolingApi::kPooling)
+    throw bad_request("unsupported fields in the request: " + unknown);
+  log_warning("The following fields were present in the request but ignored: {" + unknown +
+              "}");
+}
+
+// /pooling's own fields: the task (only "embed": one vector per input), use_activation (for
+// "embed", L2 normalisation; `normalize` is its older name) and padding.
+std::optional<bool> pooling_fields(const ojson& body) {
+  if (auto task = get_string(body, "task"); task && *task != "embed")
+    throw bad_request("Unsupported task: '" + *task + "' Supported tasks: ('embed',)", "task");
+  if (auto pad = get_string(body, "padding"); pad && *pad != "do_not_pad")
+    throw bad_request("'padding' " + *pad + " is not supported (do_not_pad only)", "padding");
+  const auto activation = get_bool(body, "use_activation");
+  const auto normalize = get_bool(body, "normalize");
+  if (activation && normalize && *activation != *normalize)
+    throw bad_request("'use_activation' and 'normalize' disagree", "use_activation");
+  return activation ? activation : normalize;
 }
 
 // vLLM fields this server has no code for: a 400 rather than an answer that ignores them.
@@ -133,9 +161,10 @@ void cut(std::vector<int32_t>& ids, size_t begin, size_t end, size_t n, bool lef
 
 }  // namespace
 
-EmbeddingRequest parse_embedding_request(const ojson& body, const ServingContext& ctx) {
+EmbeddingRequest parse_embedding_request(const ojson& body, const ServingContext& ctx,
+                                         PoolingApi api) {
   if (!body.is_object()) throw bad_request("the request body must be a JSON object");
-  warn_unknown(body);
+  check_unknown(body, api);
   reject_unsupported(body);
   EmbeddingRequest r;
   r.model = ctx.resolve_model(get_string(body, "model").value_or(""));
@@ -149,10 +178,14 @@ EmbeddingRequest parse_embedding_request(const ojson& body, const ServingContext
   r.base64 = format == "base64";
   if (body.contains("dimensions") && !body["dimensions"].is_null()) {
     get_int(body, "dimensions");  // a wrong type is named as such first
+    if (api == PoolingApi::kPooling)
+      throw bad_request("dimensions is currently not supported", "dimensions");
     throw bad_request("Model \"" + r.model + "\" does not support matryoshka representation, "
                       "changing output dimensions will lead to poor results.", "dimensions");
   }
-  r.normalize = get_bool(body, "normalize").value_or(ctx.pooling->model().pooling().normalize);
+  const std::optional<bool> normalize =
+      api == PoolingApi::kPooling ? pooling_fields(body) : get_bool(body, "normalize");
+  r.normalize = normalize.value_or(ctx.pooling->model().normalize_by_default());
   const bool add_special = get_bool(body, "add_special_tokens").value_or(true);
   const auto side = get_string(body, "truncation_side").value_or("left");
   if (side != "left" && side != "right")

@@ -1,6 +1,6 @@
-// POST /v1/embeddings and loading an embedding model for `serve`. A request's inputs are queued
-// as one job on the PoolingEngine; the HTTP thread waits for its vectors (the engine's worker
-// batches concurrent requests together).
+// POST /v1/embeddings and /pooling, and loading a pooling model for `serve`. A request's inputs
+// are queued as one job on the PoolingEngine; the HTTP thread waits for its vectors (the
+// engine's worker batches concurrent requests together).
 #include "server/embeddings.h"
 
 #include <httplib.h>
@@ -19,40 +19,76 @@
 
 namespace vllm::server {
 
-PoolingRuntime start_pooling(ServingContext& ctx) {
-  const ServerConfig& cfg = ctx.config;
-  const auto t0 = std::chrono::steady_clock::now();
-  PoolingRuntime rt;
-  rt.model = BertModel::load(cfg.model_path, cfg.device);
+namespace {
+
+// --max-model-len checked against the model's position limit; 0 keeps `fallback`.
+int pooling_max_model_len(const ServerConfig& cfg, int position_limit, int fallback) {
+  const int asked = cfg.engine.max_model_len;
+  if (asked <= 0) return fallback;
+  if (asked > position_limit)
+    throw Error("--max-model-len " + std::to_string(asked) +
+                " is more than the model's max_position_embeddings (" +
+                std::to_string(position_limit) + ")");
+  return asked;
+}
+
+void load_bert(const ServerConfig& cfg, PoolingRuntime& rt) {
+  rt.bert = BertModel::load(cfg.model_path, cfg.device);
   if (!std::filesystem::exists(std::filesystem::path(cfg.model_path) / "tokenizer.json"))
     throw Error(cfg.model_path + ": no tokenizer.json");
   rt.tokenizer = Tokenizer::from_dir(cfg.model_path);
-  const BertModel& m = *rt.model;
-  int max_len = m.max_model_len();
-  if (cfg.engine.max_model_len > 0) {
-    if (cfg.engine.max_model_len > m.config().max_position_embeddings)
-      throw Error("--max-model-len " + std::to_string(cfg.engine.max_model_len) +
-                  " is more than the model's max_position_embeddings (" +
-                  std::to_string(m.config().max_position_embeddings) + ")");
-    max_len = cfg.engine.max_model_len;
+}
+
+void load_last_token(const ServerConfig& cfg, PoolingRuntime& rt) {
+  if (cfg.device.kind != DeviceKind::Cpu)
+    throw Error("--runner pooling: last-token pooling of decoder models runs on the CPU only "
+                "(--device " + cfg.device.str() + " is not supported)");
+  if (cfg.tensor_parallel_size != 1)
+    throw Error("--runner pooling: last-token pooling runs on one rank "
+                "(--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) +
+                " is not supported; use 1)");
+  rt.decoder = load_model(cfg.model_path, {}, kCpu, cfg.engine.max_model_len);
+  if (!rt.decoder.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
+  const ModelConfig& c = rt.decoder.config();
+  rt.last_token = std::make_unique<LastTokenPooling>(
+      *rt.decoder.model, pooling_max_model_len(cfg, c.max_position_embeddings, 0));
+}
+
+}  // namespace
+
+PoolingRuntime start_pooling(ServingContext& ctx, bool bert) {
+  const ServerConfig& cfg = ctx.config;
+  const auto t0 = std::chrono::steady_clock::now();
+  PoolingRuntime rt;
+  const PoolingModel* model = nullptr;
+  int max_len = 0, vocab = 0;
+  if (bert) {
+    load_bert(cfg, rt);
+    model = rt.bert.get();
+    max_len = pooling_max_model_len(cfg, rt.bert->config().max_position_embeddings,
+                                    rt.bert->max_model_len());
+    vocab = rt.bert->config().vocab_size;
+    ctx.tokenizer = rt.tokenizer.get();
+  } else {
+    load_last_token(cfg, rt);
+    model = rt.last_token.get();
+    max_len = model->max_model_len();
+    vocab = rt.decoder.config().vocab_size;
+    ctx.tokenizer = rt.decoder.tokenizer.get();
   }
   PoolingEngineConfig pc;
   pc.max_batch_tokens = std::max(cfg.engine.max_num_batched_tokens, 8192);
-  rt.engine = std::make_unique<PoolingEngine>(m, pc);
+  rt.engine = std::make_unique<PoolingEngine>(*model, pc);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   char line[240];
   std::snprintf(line, sizeof line,
-                "model loaded in %.2f s on cpu: BertModel (embedding, %s pooling%s), hidden %d, "
-                "vocab %d, max_model_len %d",
-                load_s, m.pooling().mode == PoolingConfig::Mode::kMean ? "mean" : "CLS",
-                m.pooling().normalize ? ", normalized" : "", m.hidden_size(),
-                m.config().vocab_size, max_len);
+                "model loaded in %.2f s on cpu: %s, hidden %d, vocab %d, max_model_len %d", load_s,
+                model->describe().c_str(), model->hidden_size(), vocab, max_len);
   log_info(line);
   ctx.pooling = rt.engine.get();
-  ctx.tokenizer = rt.tokenizer.get();
   ctx.max_model_len = max_len;
-  ctx.vocab_size = m.config().vocab_size;
+  ctx.vocab_size = vocab;
   ctx.start_time = unix_time();
   return rt;
 }
@@ -100,6 +136,17 @@ ojson embedding_response(const EmbeddingRequest& r, const std::vector<std::vecto
             {"prompt_tokens_details", nullptr}}}};
 }
 
+ojson pooling_response(const EmbeddingRequest& r, const std::vector<std::vector<float>>& vectors,
+                       const std::string& id, int64_t created) {
+  ojson body = embedding_response(r, vectors, id, created);
+  for (ojson& item : body["data"]) {
+    item["object"] = "pooling";
+    item["data"] = std::move(item["embedding"]);
+    item.erase("embedding");
+  }
+  return body;
+}
+
 namespace {
 
 // Counts the request as in flight for the drain on shutdown.
@@ -114,22 +161,33 @@ class InFlight {
   ServingContext& ctx_;
 };
 
+// One request's vectors from the pooling engine; the response is the caller's.
+std::vector<std::vector<float>> pool(ServingContext& ctx, const EmbeddingRequest& r) {
+  const InFlight in_flight(ctx);
+  auto result = ctx.pooling->submit(r.inputs, r.normalize);
+  if (!result)
+    throw ApiError(503, "The server is overloaded: too many embedding requests are queued.");
+  try {
+    return result->get();
+  } catch (const Error& e) {
+    throw ApiError(500, std::string("embedding failed: ") + e.what());
+  }
+}
+
 }  // namespace
 
 void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const EmbeddingRequest r = parse_embedding_request(parse_body(req.body), ctx);
   const std::string id = response_id(ctx, req, r.request_id, "embd-");
-  const InFlight in_flight(ctx);
-  auto result = ctx.pooling->submit(r.inputs, r.normalize);
-  if (!result)
-    throw ApiError(503, "The server is overloaded: too many embedding requests are queued.");
-  std::vector<std::vector<float>> vectors;
-  try {
-    vectors = result->get();
-  } catch (const Error& e) {
-    throw ApiError(500, std::string("embedding failed: ") + e.what());
-  }
-  set_json(res, embedding_response(r, vectors, id, unix_time()));
+  set_json(res, embedding_response(r, pool(ctx, r), id, unix_time()));
+  set_request_id_header(ctx, req, res, id);
+}
+
+void handle_pooling(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const EmbeddingRequest r =
+      parse_embedding_request(parse_body(req.body), ctx, PoolingApi::kPooling);
+  const std::string id = response_id(ctx, req, r.request_id, "pool-");
+  set_json(res, pooling_response(r, pool(ctx, r), id, unix_time()));
   set_request_id_header(ctx, req, res, id);
 }
 

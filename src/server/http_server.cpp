@@ -477,18 +477,15 @@ int run_server(ServerConfig config) {
   const ServerConfig& cfg = ctx.config;
   log_info(std::string("vllm-cpp ") + VLLM_VERSION + " serving " + cfg.model_path + " as '" +
            ctx.default_model() + "'");
-  const bool pooling_model = is_bert_model(cfg.model_path);
-  if (cfg.runner == "generate" && pooling_model)
+  const bool bert = is_bert_model(cfg.model_path);
+  if (cfg.runner == "generate" && bert)
     throw Error(cfg.model_path + " is an embedding model (BertModel): it has no generate runner "
                 "(use --runner pooling or auto)");
-  if (cfg.runner == "pooling" && !pooling_model)
-    throw Error("--runner pooling: only BertModel checkpoints can be pooled for now (last-token "
-                "pooling of decoder models is not supported yet)");
-  if (pooling_model && cfg.tensor_parallel_size != 1)
+  if (bert && cfg.tensor_parallel_size != 1)
     throw Error("--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) +
                 ": embedding models run on one rank (use 1)");
-  if (pooling_model) {  // an embedding model: no generation engine
-    const PoolingRuntime pooling = start_pooling(ctx);
+  if (bert || cfg.runner == "pooling") {  // a pooling model: no generation engine
+    const PoolingRuntime pooling = start_pooling(ctx, bert);
     return serve(ctx, signals);
   }
   const auto t0 = std::chrono::steady_clock::now();

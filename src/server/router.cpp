@@ -43,6 +43,8 @@ const std::vector<Route>& route_table() {
        false, nullptr, kGen, "Responses"},
       {"POST", "/v1/embeddings", handle_embeddings, "Create embeddings (embedding models)", true,
        true, nullptr, Route::Needs::kPooling, "Embeddings"},
+      {"POST", "/pooling", handle_pooling, "Pooled vectors of the inputs (pooling models)",
+       true, true, nullptr, Route::Needs::kPooling, "Pooling"},
       {"GET", "/v1/models", handle_models, "List the served models"},
       {"GET", "/v1/models/{model}", handle_model, "The card of one served model"},
       {"POST", "/tokenize", handle_tokenize, "Tokenize a prompt or chat messages", true, true},

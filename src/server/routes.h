@@ -42,7 +42,6 @@ void handle_invocations(ServingContext& ctx, const httplib::Request& req, httpli
 // GET /: the chat page (server/chat_page.h); absent with --no-webui.
 void handle_chat_page(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_openapi(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
-// POST /v1/embeddings (an embedding model only): vLLM's embedding request (server/embeddings.h).
 // The OpenAI Responses API (server/responses_api.h): create, retrieve a stored response, and
 // cancel (vLLM's rule: background responses only, so here always a 400 or 404).
 void handle_responses_create(ServingContext& ctx, const httplib::Request& req,
@@ -51,12 +50,15 @@ void handle_responses_retrieve(ServingContext& ctx, const httplib::Request& req,
                                httplib::Response& res);
 void handle_responses_cancel(ServingContext& ctx, const httplib::Request& req,
                              httplib::Response& res);
-void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 // POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API
 // (server/anthropic_messages.h).
 void handle_messages(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_count_tokens(ServingContext& ctx, const httplib::Request& req,
                          httplib::Response& res);
+// POST /v1/embeddings (an embedding model only): vLLM's embedding request (server/embeddings.h).
+void handle_embeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// POST /pooling (a pooling model only): vLLM's PoolingCompletionRequest, task "embed".
+void handle_pooling(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // Queues every prompt (with its resolved max_tokens) as one Generation; engine rejections
 // become ApiError 400.

@@ -1,6 +1,7 @@
-// PoolingEngine on all-MiniLM-L6-v2: requests from several threads, packed into shared batches
-// or split over several forwards by a small token budget, get exactly the vectors that
-// BertModel::embed gives each sequence alone (normalised when asked), in input order.
+// PoolingEngine on all-MiniLM-L6-v2 (and SmolLM2 pooled by its last token): requests from
+// several threads, packed into shared batches or split over several forwards by a small token
+// budget, get exactly the vectors that the model's embed gives each sequence alone (normalised
+// when asked), in input order.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,9 @@
 #include <thread>
 
 #include "engine/pooling_engine.h"
+#include "model/bert.h"
+#include "model/last_token_pooling.h"
+#include "model/load.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -76,6 +80,27 @@ TEST(PoolingEngine, ModelErrorsReachTheCaller) {
   EXPECT_THROW(bad->get(), Error);
   auto good = engine.submit({{101, 2000, 102}}, true);  // the engine keeps serving
   EXPECT_EQ(good->get().size(), 1u);
+}
+
+TEST(PoolingEngine, PoolsADecoderByItsLastToken) {
+  const char* path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent (run scripts/setup.sh)";
+  const LoadedModel loaded = load_model(path);
+  const LastTokenPooling pooling(*loaded.model);
+  const int64_t h = pooling.hidden_size();
+  const std::vector<std::vector<int32_t>> seqs = {{504, 3575}, {19556, 28, 905, 17}, {42}};
+  PoolingEngineConfig cfg;
+  cfg.max_batch_tokens = 4;  // the second request runs in a forward of its own
+  PoolingEngine engine(pooling, cfg);
+  auto a = engine.submit({seqs[0], seqs[1]}, /*normalize=*/true);
+  auto b = engine.submit({seqs[2]}, /*normalize=*/false);
+  ASSERT_TRUE(a && b);
+  const auto got_a = a->get(), got_b = b->get();
+  for (size_t i = 0; i < 3; ++i) {
+    std::vector<float> alone = pooling.embed({seqs[i]});
+    if (i < 2) l2_normalize(alone.data(), h);
+    EXPECT_EQ(i < 2 ? got_a[i] : got_b[0], alone) << i;
+  }
 }
 
 }  // namespace
