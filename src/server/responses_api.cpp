@@ -94,7 +94,7 @@ ojson finish_response(ServingContext& ctx, const ResponsesRequest& r, const std:
   return resp;
 }
 
-std::string frame(const char* type, int64_t& sequence_number, ojson fields) {
+std::string event_frame(const char* type, int64_t& sequence_number, ojson fields) {
   ojson event = {{"type", type}, {"sequence_number", sequence_number++}};
   for (auto& [k, v] : fields.items()) event[k] = std::move(v);
   return std::string("event: ") + type + "\ndata: " + to_text(event) + "\n\n";
@@ -139,7 +139,7 @@ class ResponseEvents : public EventFormatter {
     ojson resp = finish_response(ctx_, r_, id_, created_, items_, tally_);
     const char* type = resp["status"] == "incomplete" ? "response.incomplete"
                                                       : "response.completed";
-    events.push_back(frame(type, seq_, {{"response", std::move(resp)}}));
+    events.push_back(event_frame(type, seq_, {{"response", std::move(resp)}}));
   }
 
  private:
@@ -149,8 +149,8 @@ class ResponseEvents : public EventFormatter {
     if (started_) return;
     started_ = true;
     const ojson snapshot = response_skeleton(r_, id_, created_, "in_progress");
-    events.push_back(frame("response.created", seq_, {{"response", snapshot}}));
-    events.push_back(frame("response.in_progress", seq_, {{"response", snapshot}}));
+    events.push_back(event_frame("response.created", seq_, {{"response", snapshot}}));
+    events.push_back(event_frame("response.in_progress", seq_, {{"response", snapshot}}));
   }
 
   ojson where() const {
@@ -176,13 +176,13 @@ class ResponseEvents : public EventFormatter {
       call_name_ = call->name.value_or("");
       item = function_call_item(item_id_, call_id_, call_name_, "", "in_progress");
     }
-    events.push_back(frame("response.output_item.added", seq_,
+    events.push_back(event_frame("response.output_item.added", seq_,
                            {{"output_index", items_.size()}, {"item", std::move(item)}}));
     if (part.is_null()) return;
     ojson f = where();
     f["content_index"] = 0;
     f["part"] = std::move(part);
-    events.push_back(frame("response.content_part.added", seq_, std::move(f)));
+    events.push_back(event_frame("response.content_part.added", seq_, std::move(f)));
   }
 
   void append(std::vector<std::string>& events, Kind kind, const std::string& delta) {
@@ -195,7 +195,7 @@ class ResponseEvents : public EventFormatter {
     f["content_index"] = 0;
     f["delta"] = delta;
     if (kind == Kind::kMessage) f["logprobs"] = ojson::array();
-    events.push_back(frame(kind == Kind::kMessage ? "response.output_text.delta"
+    events.push_back(event_frame(kind == Kind::kMessage ? "response.output_text.delta"
                                                   : "response.reasoning_text.delta",
                            seq_, std::move(f)));
   }
@@ -209,7 +209,7 @@ class ResponseEvents : public EventFormatter {
     text_ += t.arguments;
     ojson f = where();
     f["delta"] = t.arguments;
-    events.push_back(frame("response.function_call_arguments.delta", seq_, std::move(f)));
+    events.push_back(event_frame("response.function_call_arguments.delta", seq_, std::move(f)));
   }
 
   void close(std::vector<std::string>& events, const char* status) {
@@ -219,7 +219,7 @@ class ResponseEvents : public EventFormatter {
       ojson f = where();
       f["name"] = call_name_;
       f["arguments"] = text_;
-      events.push_back(frame("response.function_call_arguments.done", seq_, std::move(f)));
+      events.push_back(event_frame("response.function_call_arguments.done", seq_, std::move(f)));
       item = function_call_item(item_id_, call_id_, call_name_, text_, status);
     } else {
       const bool message = kind_ == Kind::kMessage;
@@ -227,16 +227,16 @@ class ResponseEvents : public EventFormatter {
       f["content_index"] = 0;
       f["text"] = text_;
       if (message) f["logprobs"] = ojson::array();
-      events.push_back(frame(message ? "response.output_text.done" : "response.reasoning_text.done",
+      events.push_back(event_frame(message ? "response.output_text.done" : "response.reasoning_text.done",
                              seq_, f));
       f.erase("text");
       f.erase("logprobs");
       f["part"] = message ? text_part(text_) : reasoning_part(text_);
-      events.push_back(frame("response.content_part.done", seq_, std::move(f)));
+      events.push_back(event_frame("response.content_part.done", seq_, std::move(f)));
       item = message ? message_item(item_id_, &text_, status)
                      : reasoning_item(item_id_, &text_, status);
     }
-    events.push_back(frame("response.output_item.done", seq_,
+    events.push_back(event_frame("response.output_item.done", seq_,
                            {{"output_index", items_.size()}, {"item", item}}));
     items_.push_back(std::move(item));
     kind_ = Kind::kNone;

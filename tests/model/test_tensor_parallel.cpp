@@ -15,36 +15,15 @@
 #include "model/tensor_parallel.h"
 #include "runtime/thread_pool.h"
 #include "util/check.h"
+#include "tiny_fixture.h"
 
 using namespace vllm;
+using namespace vllm::testing_tiny;
 
 namespace {
 
-const std::string kDir = "fixtures/tiny/";
-constexpr double kTransformersBar = 1e-4;  // the fixtures' bar (manifest.json)
+constexpr double kTransformersBar = kBar;  // the fixtures' bar (manifest.json)
 constexpr double kOneRankBar = 1e-5;       // issue 20: against TP=1, where sums reorder
-
-std::vector<float> read_f32(const std::string& path, size_t n) {
-  std::vector<float> v(n);
-  std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
-  EXPECT_TRUE(in.good()) << path;
-  return v;
-}
-
-// Worst ratio over rows of max|a - b| / max|b|.
-double rel_error(const float* a, const float* b, int64_t rows, int64_t vocab) {
-  double worst = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    double diff = 0, mag = 0;
-    for (int64_t i = 0; i < vocab; ++i) {
-      diff = std::max(diff, double(std::fabs(a[r * vocab + i] - b[r * vocab + i])));
-      mag = std::max(mag, double(std::fabs(b[r * vocab + i])));
-    }
-    worst = std::max(worst, diff / mag);
-  }
-  return worst;
-}
 
 int64_t argmax(const float* row, int64_t n) {
   return std::max_element(row, row + n) - row;
