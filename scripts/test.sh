@@ -54,7 +54,7 @@ if [ "${SKIP_TSAN:-0}" != 1 ]; then
     -DVLLM_CUDA=OFF >/dev/null
   cmake --build build-tsan -j "$(nproc)" --target vllm-cpp test_engine test_runtime
   stage "engine and server tests under ThreadSanitizer"
-  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
   build-tsan/test_runtime --gtest_brief=1 --gtest_filter='ThreadCommunicator*'
   build-tsan/test_engine --gtest_brief=1 \
     --gtest_filter='AsyncEngine*:TensorParallelEngine*:TinyEngine.AbortFreesBlocksAtAnyPoint:TinyEngine.Cancelled*'
