@@ -132,14 +132,7 @@ class MessageEvents : public EventFormatter {
       d.content = out.text_delta;
       return d;
     }
-    d = stream_.feed(out.text_delta);
-    if (out.finished) {
-      ChatDelta f = stream_.finish();
-      d.reasoning += f.reasoning;
-      d.content += f.content;
-      for (auto& c : f.tool_calls) d.tool_calls.push_back(std::move(c));
-    }
-    return d;
+    return stream_.feed(out.text_delta, out.finished);
   }
 
   void open(Block kind, ojson block, std::vector<std::string>& events) {

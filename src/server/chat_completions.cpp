@@ -104,15 +104,7 @@ class ChatEvents : public EventFormatter {
       d.content = out.text_delta;
       return d;
     }
-    ChatOutputStream& s = streams_.at(index);
-    d = s.feed(out.text_delta);
-    if (out.finished) {
-      ChatDelta f = s.finish();
-      d.reasoning += f.reasoning;
-      d.content += f.content;
-      for (auto& c : f.tool_calls) d.tool_calls.push_back(std::move(c));
-    }
-    return d;
+    return streams_.at(index).feed(out.text_delta, out.finished);
   }
 
   void content_chunk(const TaggedOutput& o, std::vector<std::string>& events) {

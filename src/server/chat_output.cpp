@@ -98,6 +98,16 @@ ChatDelta ChatOutputStream::feed(const std::string& delta) {
   return d;
 }
 
+ChatDelta ChatOutputStream::feed(const std::string& delta, bool last) {
+  ChatDelta d = feed(delta);
+  if (!last) return d;
+  ChatDelta f = finish();
+  d.reasoning += f.reasoning;
+  d.content += f.content;
+  for (auto& c : f.tool_calls) d.tool_calls.push_back(std::move(c));
+  return d;
+}
+
 ChatDelta ChatOutputStream::finish() {
   ChatDelta d;
   std::string rest;

@@ -55,6 +55,8 @@ class ChatOutputStream {
   explicit ChatOutputStream(const ChatOutputOptions& o);
   ChatDelta feed(const std::string& delta);
   ChatDelta finish();
+  // feed(delta), followed by finish() when `last`, merged into one delta.
+  ChatDelta feed(const std::string& delta, bool last);
   bool tools_called() const { return tools_ && tools_->num_calls() > 0; }
 
  private:

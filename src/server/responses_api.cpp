@@ -116,13 +116,7 @@ class ResponseEvents : public EventFormatter {
   void output(const TaggedOutput& o, std::vector<std::string>& events) override {
     start(events);
     tally_.add(o.out);
-    ChatDelta d = stream_.feed(o.out.text_delta);
-    if (o.out.finished) {
-      ChatDelta f = stream_.finish();
-      d.reasoning += f.reasoning;
-      d.content += f.content;
-      for (auto& c : f.tool_calls) d.tool_calls.push_back(std::move(c));
-    }
+    const ChatDelta d = stream_.feed(o.out.text_delta, o.out.finished);
     if (!d.reasoning.empty()) append(events, Kind::kReasoning, d.reasoning);
     if (!d.content.empty()) append(events, Kind::kMessage, d.content);
     for (const ToolCallDelta& t : d.tool_calls) call_delta(events, t);
