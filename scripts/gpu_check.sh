@@ -4,7 +4,8 @@
 # Results: $OUT/gpu_results.jsonl (one JSON object per figure) and logs under $OUT.
 #   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput profile kv
 #   (default: all but profile and kv; kv needs SHAPES=gemma3-4b made by the models stage)
-# Environment: SHAPES (models), NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT, THROUGHPUT_FLAGS,
+# Environment: SHAPES (models), LATENCY_MODELS and HF_MODELS (default: llama-1b llama-8b),
+# NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT, THROUGHPUT_FLAGS,
 # PROFILE_MODEL, PROFILE_LAUNCHES.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ if has tests; then
     echo "VLLM_GEMV_SLICES=$s"
     VLLM_GEMV_SLICES=$s $BIN/test_runtime --gtest_filter='CudaOps.*' 2>&1 | tail -3
   done
-  $BIN/test_model --gtest_filter='*cuda*' 2>&1 | tee "$OUT/test_model.log" | tail -25
+  $BIN/test_model --gtest_filter='*cuda*:*Cuda*' 2>&1 | tee "$OUT/test_model.log" | tail -25
   $BIN/test_engine --gtest_filter='Cuda*' 2>&1 | tee "$OUT/test_engine.log" | tail -8
 fi
 
@@ -42,7 +43,7 @@ fi
 if has latency; then
   log latency
   python3 tools/bench_hf_decode.py --copy-bandwidth | tee -a "$RESULTS"
-  for m in llama-1b llama-8b; do
+  for m in ${LATENCY_MODELS:-llama-1b llama-8b}; do
     [ -d "$MODELS/$m" ] || continue
     start=$(python3 -c "import time; print(time.time())")
     $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --max-tokens 1 -q "Hello" > /dev/null
@@ -95,7 +96,7 @@ if has kv; then
 fi
 if has hf; then
   log hf
-  for m in llama-1b llama-8b; do
+  for m in ${HF_MODELS:-llama-1b llama-8b}; do
     [ -d "$MODELS/$m" ] || continue
     timeout 400 python3 tools/bench_hf_decode.py --model "$MODELS/$m" --input-len 128 \
       --output-len 256 2>"$OUT/hf_$m.log" | tee -a "$RESULTS"

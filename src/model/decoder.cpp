@@ -219,7 +219,7 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
     VLLM_CHECK(L.router.out_features == m.num_experts, "layer ", i, " router of ",
                L.router.out_features, " experts, the config has ", m.num_experts);
     if (m.score_correction_bias) {
-      L.router_bias = to_f32(w.require(p + "mlp.gate.e_score_correction_bias"));
+      L.router_bias = to_f32(w.require(p + "mlp.gate.e_score_correction_bias"), device_);
       VLLM_CHECK(L.router_bias.numel() == m.num_experts, "layer ", i,
                  " e_score_correction_bias of ", L.router_bias.numel(), " experts");
     }
@@ -232,13 +232,32 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
       L.shared_down = Linear::fused({w.require(p + "mlp.shared_experts.down_proj.weight")}, {},
                                     device_);
     }
+    const auto down = [&](int e) {
+      return w.require(p + "mlp.experts." + std::to_string(e) + ".down_proj.weight");
+    };
+    if (device_ == kCpu) {
+      for (int e = 0; e < m.num_experts; ++e) {
+        L.expert_gate_up.push_back(
+            Linear::fused(expert_gate_up_weights(w, p, e), {}, device_, &arena));
+        L.expert_down.push_back(Linear::fused({down(e)}, {}, device_));
+      }
+    } else {
+      std::vector<std::vector<Tensor>> gate_up, downs;
+      for (int e = 0; e < m.num_experts; ++e) {
+        gate_up.push_back(expert_gate_up_weights(w, p, e));
+        downs.push_back({down(e)});
+      }
+      L.experts_gate_up = stack_experts(gate_up, device_);
+      L.experts_down = stack_experts(downs, device_);
+    }
+    const int64_t F = m.intermediate_size;
     for (int e = 0; e < m.num_experts; ++e) {
-      L.expert_gate_up.push_back(
-          Linear::fused(expert_gate_up_weights(w, p, e), {}, device_, &arena));
-      VLLM_CHECK(L.expert_gate_up.back().out_features == 2 * int64_t(m.intermediate_size),
-                 "layer ", i, " expert ", e, " gate/up shapes do not match moe_intermediate_size");
-      L.expert_down.push_back(Linear::fused(
-          {w.require(p + "mlp.experts." + std::to_string(e) + ".down_proj.weight")}, {}, device_));
+      const bool ok = device_ != kCpu ? L.experts_gate_up.size(1) == 2 * F &&
+                                            L.experts_down.size(2) == F
+                                      : L.expert_gate_up[e].out_features == 2 * F &&
+                                            L.expert_down[e].parts[0].size(1) == F;
+      VLLM_CHECK(ok, "layer ", i, " expert ", e, " shapes do not match moe_intermediate_size ",
+                 F);
     }
   } else {
     L.gate_up = Linear::fused(gate_up_weights(w, p), {}, device_, &arena);
@@ -659,7 +678,7 @@ void DecoderModel::mlp_block(int layer, const Layer& L, Scratch& s) const {
   add_block_output(L.down, s.act, L.ffn_post_norm, s.block_out, s.residual);
 }
 
-// Routing on the host (the constructor keeps MoE layers on the CPU): for each token, the
+// Routing on the host (CPU models): for each token, the
 // MoeSpec's scores, the group limit, the top_k (ties to the lower index), their weights.
 void DecoderModel::route(int layer, const Layer& L, const Tensor& scores,
                          std::vector<std::vector<int32_t>>& rows,
@@ -730,45 +749,19 @@ void DecoderModel::route(int layer, const Layer& L, const Tensor& scores,
   }
 }
 
-// The experts run grouped: the tokens routed to an expert are gathered, go through its
-// gate/up, activation and down as one matmul each, and are added back into their rows with
-// their router weights, experts in ascending order (transformers' order); the shared experts'
-// output is added last. Routing is chosen on the host: on a GPU the router's scores come over (one
-// synchronisation per layer), so these layers run eagerly, outside CUDA graphs.
+// The experts run grouped: the tokens routed to an expert go through its gate/up, activation
+// and down as one matmul each, and are added back into their rows with their router weights,
+// experts in ascending order (transformers' order); the shared experts' output is added last.
 void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
   const ModelConfig& c = config_;
   const MoeSpec& m = c.moe;
-  const int64_t T = s.residual.size(0), H = c.hidden_size, F = m.intermediate_size;
-  const int E = m.num_experts;
+  const int64_t T = s.residual.size(0), H = c.hidden_size;
   if (L.ffn_norm.defined())
     rms_norm(s.residual, L.ffn_norm, static_cast<float>(c.rms_norm_eps), s.h);
   const Tensor& h = L.ffn_norm.defined() ? s.h : s.residual;
-  Tensor scores = Tensor::empty({T, E}, DType::F32, device_);
-  L.router(h, scores);
-  std::vector<std::vector<int32_t>> rows;
-  std::vector<std::vector<float>> weights;
-  route(layer, L, device_ == kCpu ? scores : scores.to(kCpu), rows, weights);
   Tensor& out = s.block_out;
-  fill(out, 0.0f);
-  for (int e = 0; e < E; ++e) {
-    const int64_t n = static_cast<int64_t>(rows[e].size());
-    if (n == 0) continue;
-    Tensor ids = host_i32(rows[e]), w = Tensor::empty({n}, DType::F32);
-    std::copy(weights[e].begin(), weights[e].end(), w.data<float>());
-    if (device_ != kCpu) {
-      ids = ids.to(device_);
-      w = w.to(device_);
-    }
-    Tensor x = Tensor::empty({n, H}, DType::F32, device_);
-    embedding(ids, h, x);
-    Tensor gate_up = Tensor::empty({n, 2 * F}, DType::F32, device_);
-    Tensor act = Tensor::empty({n, F}, DType::F32, device_);
-    Tensor y = Tensor::empty({n, H}, DType::F32, device_);
-    L.expert_gate_up[e](x, gate_up);
-    silu_and_mul(gate_up, act);
-    L.expert_down[e](act, y);
-    index_add_scaled(y, ids, w, out);
-  }
+  if (device_ == kCpu) moe_experts_host(layer, L, h, out);
+  else moe_experts_device(layer, L, h, out);
   if (m.shared_intermediate_size > 0) {
     const int64_t S = m.shared_intermediate_size;
     Tensor gate_up = Tensor::empty({T, 2 * S}, DType::F32, device_);
@@ -784,6 +777,95 @@ void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
     rms_norm(out, L.ffn_post_norm, static_cast<float>(c.rms_norm_eps), out);
   if (c.residual_multiplier != 1.0) scale(out, static_cast<float>(c.residual_multiplier));
   add(s.residual, out, s.residual);
+}
+
+// On the CPU: routing on the host, then each expert's rows gathered and run through its
+// Linear (quantized experts stay quantized).
+void DecoderModel::moe_experts_host(int layer, const Layer& L, const Tensor& h,
+                                    Tensor& out) const {
+  const MoeSpec& m = config_.moe;
+  const int64_t H = config_.hidden_size, F = m.intermediate_size;
+  Tensor scores = Tensor::empty({h.size(0), m.num_experts}, DType::F32, device_);
+  L.router(h, scores);
+  std::vector<std::vector<int32_t>> rows;
+  std::vector<std::vector<float>> weights;
+  route(layer, L, scores, rows, weights);
+  fill(out, 0.0f);
+  for (int e = 0; e < m.num_experts; ++e) {
+    const int64_t n = static_cast<int64_t>(rows[e].size());
+    if (n == 0) continue;
+    Tensor ids = host_i32(rows[e]), w = Tensor::empty({n}, DType::F32);
+    std::copy(weights[e].begin(), weights[e].end(), w.data<float>());
+    Tensor x = Tensor::empty({n, H}, DType::F32);
+    embedding(ids, h, x);
+    Tensor gate_up = Tensor::empty({n, 2 * F}, DType::F32);
+    Tensor act = Tensor::empty({n, F}, DType::F32);
+    Tensor y = Tensor::empty({n, H}, DType::F32);
+    L.expert_gate_up[e](x, gate_up);
+    silu_and_mul(gate_up, act);
+    L.expert_down[e](act, y);
+    index_add_scaled(y, ids, w, out);
+  }
+}
+
+// On a GPU nothing comes to the host up to kMoeGemvTokens tokens: the router's scores are
+// turned into each token's experts there, the routed rows grouped by expert, and each
+// projection is one grouped GEMV over the experts that have rows. Longer steps (prefills)
+// bring the rows per expert over and run one GEMM per expert on the grouped rows.
+void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h,
+                                      Tensor& out) const {
+  const MoeSpec& m = config_.moe;
+  const int64_t T = h.size(0), H = config_.hidden_size, F = m.intermediate_size;
+  const int64_t S = T * m.top_k;
+  const int E = m.num_experts;
+  Tensor scores = Tensor::empty({T, E}, DType::F32, device_);
+  L.router(h, scores);
+  MoeRouting r;
+  r.top_k = m.top_k;
+  r.sigmoid = m.scoring == MoeScoring::kSigmoid;
+  r.num_groups = m.num_groups;
+  r.topk_groups = m.topk_groups;
+  r.group_top2 = m.group_score != GroupScore::kMax;
+  r.normalize = m.norm_topk_prob;
+  r.scaling = static_cast<float>(m.routed_scaling_factor);
+  Tensor ids = Tensor::empty({T, m.top_k}, DType::I32, device_);
+  Tensor weights = Tensor::empty({T, m.top_k}, DType::F32, device_);
+  Tensor margins = routing_observer_ ? Tensor::empty({T}, DType::F32, device_) : Tensor();
+  moe_route(scores, L.router_bias, r, ids, weights, margins);
+  if (routing_observer_) {  // tests only: a copy to the host (graphs are off meanwhile)
+    const Tensor mg = margins.to(kCpu);
+    for (int64_t t = 0; t < T; ++t) routing_observer_(layer, t, mg.data<float>()[t]);
+  }
+  MoePlan plan;
+  moe_align(ids, E, plan);
+  Tensor gate_up = Tensor::empty({S, 2 * F}, DType::F32, device_);
+  Tensor act = Tensor::empty({S, F}, DType::F32, device_);
+  Tensor y = Tensor::empty({S, H}, DType::F32, device_);
+  if (T <= kMoeGemvTokens) {
+    moe_matmul(h, plan.token, L.experts_gate_up, plan, gate_up);
+    silu_and_mul(gate_up, act);
+    moe_matmul(act, Tensor(), L.experts_down, plan, y);
+  } else {
+    const Tensor offsets = plan.offsets.to(kCpu);
+    const int32_t* o = offsets.data<int32_t>();
+    Tensor x = Tensor::empty({S, H}, DType::F32, device_);
+    embedding(plan.token, h, x);
+    const auto expert = [](const Tensor& w, int e) {
+      return w.narrow(e, 1).reshape({w.size(1), w.size(2)});
+    };
+    for (int e = 0; e < E; ++e) {
+      if (o[e + 1] == o[e]) continue;
+      Tensor rows = gate_up.narrow(o[e], o[e + 1] - o[e]);
+      matmul(x.narrow(o[e], o[e + 1] - o[e]), expert(L.experts_gate_up, e), rows);
+    }
+    silu_and_mul(gate_up, act);
+    for (int e = 0; e < E; ++e) {
+      if (o[e + 1] == o[e]) continue;
+      Tensor rows = y.narrow(o[e], o[e + 1] - o[e]);
+      matmul(act.narrow(o[e], o[e + 1] - o[e]), expert(L.experts_down, e), rows);
+    }
+  }
+  moe_combine(y, ids, weights, plan, out);
 }
 
 void DecoderModel::add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,

@@ -119,11 +119,13 @@ class DecoderModel {
     Tensor q_a_norm, kv_a_norm;
     Tensor uk_t, uv;
     // Mixture-of-experts layers (MlpType::kMoe) instead of gate_up and down: the router
-    // [num_experts, hidden] (and its score correction bias, f32), each expert's fused gate/up
-    // and down, and the shared experts' MLP where the model has one.
+    // [num_experts, hidden] (and its score correction bias, f32), the experts' fused gate/up
+    // and down (on the CPU one Linear each, their stored types kept; on a GPU stacked,
+    // [E, 2 * F, hidden] and [E, hidden, F]), and the shared experts' MLP where there is one.
     Linear router;
     Tensor router_bias;
     std::vector<Linear> expert_gate_up, expert_down;
+    Tensor experts_gate_up, experts_down;
     Linear shared_gate_up, shared_down;
   };
   Layer load_layer(int i, const WeightSource& w, HostWeightArena& arena) const;
@@ -147,6 +149,14 @@ class DecoderModel {
              std::vector<std::vector<float>>& weights) const;
   void mlp_block(int layer, const Layer& L, Scratch& s) const;
   void moe_block(int layer, const Layer& L, Scratch& s) const;
+  // The routed experts' sum for each token of h into out: on the host's kernels, or all on the
+  // device (grouped GEMVs up to kMoeGemvTokens tokens, so graphs can hold the layer; beyond,
+  // one GEMM per expert, with the rows per expert brought to the host).
+  void moe_experts_host(int layer, const Layer& L, const Tensor& h, Tensor& out) const;
+  void moe_experts_device(int layer, const Layer& L, const Tensor& h, Tensor& out) const;
+  static constexpr int kMoeGemvTokens = 64;
+  // The most tokens a decode step may have to be captured in a graph (0: none).
+  int max_graph_tokens() const;
   // residual += post_norm(out) * residual_multiplier, where out = lin(x); scratch `product`.
   void add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,
                         Tensor& product, Tensor& residual) const;
@@ -154,7 +164,6 @@ class DecoderModel {
   void make_kv_cache_groups();
   // MLA models cache one latent row per token and layer (every layer is MLA or none is).
   bool is_mla() const { return config_.layers[0].attention == AttentionType::kMla; }
-  // Mixture-of-experts layers route on the host, which a captured graph cannot do.
   bool has_moe() const {
     return std::any_of(config_.layers.begin(), config_.layers.end(),
                        [](const LayerSpec& l) { return l.mlp == MlpType::kMoe; });

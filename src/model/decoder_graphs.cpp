@@ -28,10 +28,11 @@ int bucket(int n, int smallest) {
 int64_t DecoderModel::measure_graph_arena(int max_model_len, int block_size,
                                           KvCache& cache) const {
   Backend& be = backend_for(device_);
-  if (enforce_eager_ || !be.supports_graphs() || has_moe()) return graph_arena_bytes_ = 0;
+  if (enforce_eager_ || !be.supports_graphs() || max_graph_tokens() == 0)
+    return graph_arena_bytes_ = 0;
   const int width = bucket((max_model_len + block_size - 1) / block_size, 16);
   int64_t most = 0;
-  for (int tokens = 1; tokens <= kMaxGraphTokens; tokens *= 2) {
+  for (int tokens = 1; tokens <= max_graph_tokens(); tokens *= 2) {
     ForwardBatch p;
     p.token_ids.assign(tokens, 0);
     p.positions.assign(tokens, 0);
@@ -57,6 +58,13 @@ int64_t DecoderModel::measure_graph_arena(int max_model_len, int block_size,
   return graph_arena_bytes_ = most + 256;  // the arena's own start may need aligning
 }
 
+// Mixture-of-experts layers stay on the device up to kMoeGemvTokens tokens; a routing observer
+// (tests) copies each layer's margins to the host, which a graph cannot hold.
+int DecoderModel::max_graph_tokens() const {
+  if (!has_moe()) return kMaxGraphTokens;
+  return routing_observer_ ? 0 : std::min(kMaxGraphTokens, kMoeGemvTokens);
+}
+
 struct DecoderModel::Graph {
   Tensor inputs;  // persistent device buffer the graph reads its step inputs from
   std::vector<AttentionMeta> meta;  // per KV cache group
@@ -69,7 +77,7 @@ std::optional<Tensor> DecoderModel::forward_graph(const ForwardBatch& batch,
   Backend& be = backend_for(device_);
   const AttentionMeta& a = batch.attn[0];
   const int T = batch.num_tokens();
-  if (enforce_eager_ || !be.supports_graphs() || has_moe() || T > kMaxGraphTokens ||
+  if (enforce_eager_ || !be.supports_graphs() || T > max_graph_tokens() ||
       a.num_seqs() != T ||
       static_cast<int>(batch.logits_indices.size()) != T)
     return std::nullopt;

@@ -189,6 +189,28 @@ Tensor place_weight(const Tensor& t, Device device, DType stored) {
   return out;
 }
 
+Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts, Device device) {
+  VLLM_CHECK(!parts.empty() && !parts[0].empty(), "stack_experts without experts");
+  const int64_t in = parts[0][0].size(1);
+  int64_t rows = 0;
+  for (const Tensor& w : parts[0]) rows += w.size(0);
+  const DType dt = compute_dtype(parts[0][0].dtype(), device);
+  Tensor out = Tensor::empty({int64_t(parts.size()), rows, in}, dt, device);
+  for (size_t e = 0; e < parts.size(); ++e) {
+    int64_t row = 0;
+    for (const Tensor& w : parts[e]) {
+      VLLM_CHECK(w.ndim() == 2 && w.size(1) == in && compute_dtype(w.dtype(), device) == dt,
+                 "expert ", e, " weight ", w.shape_str(), " ", dtype_name(w.dtype()),
+                 " does not stack with expert 0's");
+      upload_as(w, dt, out.narrow(int64_t(e), 1).row(0) + row * in * dtype_info(dt).block_bytes,
+                device);
+      row += w.size(0);
+    }
+    VLLM_CHECK(row == rows, "expert ", e, " has ", row, " rows, expert 0 has ", rows);
+  }
+  return out;
+}
+
 HostWeightArena::HostWeightArena(size_t bytes) {
   constexpr size_t kHuge = size_t(2) << 20;
   if (bytes == 0) return;

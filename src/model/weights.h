@@ -43,6 +43,10 @@ Tensor place_weight(const Tensor& t, Device device);
 // on a device it takes compute_dtype(stored), not f32's.
 Tensor place_weight(const Tensor& t, Device device, DType stored);
 
+// [E, N, K] on `device` in compute_dtype(): expert e's rows are its parts[e] concatenated (each
+// [n_i, K], together N rows), converted straight from the host tensors.
+Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts, Device device);
+
 // Host memory for the weights a model copies (the fused projections; the rest stay mmap'd):
 // one buffer on 2 MiB pages, handed out in pieces. Decode streams every weight each token, and
 // on huge pages that costs a few TLB misses instead of one per 4 KiB page.

@@ -24,6 +24,20 @@ void Backend::matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) {
   }
 }
 
+void Backend::moe_route(const Tensor&, const Tensor&, const MoeRouting&, Tensor&, Tensor&,
+                        Tensor&) {
+  throw Error(device().str() + " routes experts on the host, not with moe_route");
+}
+void Backend::moe_align(const Tensor&, int, MoePlan&) {
+  throw Error(device().str() + " has no moe_align");
+}
+void Backend::moe_matmul(const Tensor&, const Tensor&, const Tensor&, const MoePlan&, Tensor&) {
+  throw Error(device().str() + " has no moe_matmul");
+}
+void Backend::moe_combine(const Tensor&, const Tensor&, const Tensor&, const MoePlan&, Tensor&) {
+  throw Error(device().str() + " has no moe_combine");
+}
+
 void Backend::sample_rows(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   throw Error(device().str() + " samples on the host (model/sampler.h), not with sample_rows");
 }

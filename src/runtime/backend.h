@@ -12,6 +12,8 @@ namespace vllm {
 struct RopeParams;
 struct AttentionMeta;
 struct MatmulFusion;
+struct MoeRouting;
+struct MoePlan;
 
 class Backend {
  public:
@@ -67,6 +69,14 @@ class Backend {
   virtual void copy_strided(const Tensor& src, Tensor& dst) = 0;
   virtual void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
                                 Tensor& out) = 0;
+  // Mixture-of-experts ops (runtime/ops.h); backends without them throw.
+  virtual void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
+                         Tensor& ids, Tensor& weights, Tensor& margins);
+  virtual void moe_align(const Tensor& ids, int num_experts, MoePlan& plan);
+  virtual void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
+                          const MoePlan& plan, Tensor& out);
+  virtual void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,
+                           const MoePlan& plan, Tensor& out);
   virtual void softmax(const Tensor& x, Tensor& out) = 0;
   virtual void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,
                                  Tensor& v_cache, const Tensor& slot_mapping) = 0;

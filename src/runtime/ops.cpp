@@ -300,6 +300,91 @@ void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weigh
   backend_for(out.device()).index_add_scaled(src, rows, weights, out);
 }
 
+void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
+               Tensor& weights, Tensor& margins) {
+  expect(scores, "scores", 2, DType::F32);
+  expect(ids, "ids", 2, DType::I32);
+  expect(weights, "weights", 2, DType::F32);
+  const int64_t T = scores.size(0), E = scores.size(1);
+  VLLM_CHECK(r.top_k > 0 && r.top_k <= E && r.num_groups > 0 && E % r.num_groups == 0 &&
+                 r.topk_groups > 0 && r.topk_groups <= r.num_groups &&
+                 int64_t(r.topk_groups) * (E / r.num_groups) >= r.top_k,
+             "moe_route: top_k ", r.top_k, " of ", E, " experts in ", r.num_groups,
+             " groups, keeping ", r.topk_groups);
+  VLLM_CHECK(ids.size(0) == T && ids.size(1) == r.top_k && weights.shape() == ids.shape(),
+             "moe_route: ids ", ids.shape_str(), " weights ", weights.shape_str(), " for ",
+             scores.shape_str(), " and top_k ", r.top_k);
+  VLLM_CHECK(scores.is_contiguous() && ids.is_contiguous() && weights.is_contiguous(),
+             "moe_route tensors must be packed");
+  same_device(scores, ids);
+  same_device(scores, weights);
+  if (bias.defined()) {
+    expect(bias, "bias", 1, DType::F32);
+    VLLM_CHECK(bias.size(0) == E, "moe_route: bias ", bias.shape_str(), " for ", E, " experts");
+    same_device(scores, bias);
+  }
+  if (margins.defined()) {
+    expect(margins, "margins", 1, DType::F32);
+    VLLM_CHECK(margins.size(0) == T, "moe_route: margins ", margins.shape_str());
+    same_device(scores, margins);
+  }
+  backend_for(scores.device()).moe_route(scores, bias, r, ids, weights, margins);
+}
+
+void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
+  expect(ids, "ids", 2, DType::I32);
+  VLLM_CHECK(ids.is_contiguous() && num_experts > 0, "moe_align: ids ", ids.shape_str(), ", ",
+             num_experts, " experts");
+  const int64_t S = ids.numel();
+  plan.token = Tensor::empty({S}, DType::I32, ids.device());
+  plan.position = Tensor::empty({S}, DType::I32, ids.device());
+  plan.offsets = Tensor::empty({num_experts + 1}, DType::I32, ids.device());
+  plan.active = Tensor::empty({num_experts + 1}, DType::I32, ids.device());
+  backend_for(ids.device()).moe_align(ids, num_experts, plan);
+}
+
+void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
+                Tensor& out) {
+  expect(x, "x", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(w.ndim() == 3 && w.is_contiguous() &&
+                 (w.dtype() == DType::F32 || w.dtype() == DType::F16 || w.dtype() == DType::BF16),
+             "moe_matmul: expert weights must be packed [E, N, K] f32/f16/bf16, got ",
+             w.shape_str(), " ", dtype_name(w.dtype()));
+  const int64_t S = plan.token.numel();
+  VLLM_CHECK(x.size(1) == w.size(2) && out.size(0) == S && out.size(1) == w.size(1) &&
+                 plan.offsets.numel() == w.size(0) + 1,
+             "moe_matmul: x ", x.shape_str(), " w ", w.shape_str(), " out ", out.shape_str(),
+             " for ", S, " rows");
+  if (rows.defined()) {
+    expect(rows, "rows", 1, DType::I32);
+    VLLM_CHECK(rows.numel() == S, "moe_matmul: rows ", rows.shape_str());
+  } else {
+    VLLM_CHECK(x.size(0) == S, "moe_matmul: x ", x.shape_str(), " without rows, for ", S);
+  }
+  inner_packed(x, "x");
+  VLLM_CHECK(out.is_contiguous(), "moe_matmul: out must be packed");
+  same_device(x, w);
+  same_device(x, out);
+  backend_for(out.device()).moe_matmul(x, rows, w, plan, out);
+}
+
+void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights, const MoePlan& plan,
+                 Tensor& out) {
+  expect(y, "y", 2, DType::F32);
+  expect(ids, "ids", 2, DType::I32);
+  expect(weights, "weights", 2, DType::F32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(weights.shape() == ids.shape() && y.size(0) == ids.numel() &&
+                 out.size(0) == ids.size(0) && out.size(1) == y.size(1) &&
+                 plan.position.numel() == ids.numel(),
+             "moe_combine: y ", y.shape_str(), " ids ", ids.shape_str(), " out ",
+             out.shape_str());
+  VLLM_CHECK(y.is_contiguous() && out.is_contiguous(), "moe_combine: y and out must be packed");
+  same_device(y, out);
+  backend_for(out.device()).moe_combine(y, ids, weights, plan, out);
+}
+
 void softmax(const Tensor& x, Tensor& out) {
   expect(x, "x", 2, DType::F32);
   expect(out, "out", 2, DType::F32);

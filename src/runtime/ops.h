@@ -137,6 +137,43 @@ void copy_strided(const Tensor& src, Tensor& dst);
 // [n] i32 (distinct, within out), weights [n] f32, out [R, C] f32. Mixture-of-experts layers
 // add each expert's output back into its tokens' rows with it.
 void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights, Tensor& out);
+// Mixture-of-experts layers where the expert weights live on the device (CUDA): routing,
+// the grouping of routed rows by expert, the grouped expert matmul and the weighted sum back
+// into token rows, all without the host, so that a decode step can be a graph. A step of T
+// tokens routed to k experts each has S = T * k routed rows ("slots", slot t * k + j).
+struct MoeRouting {
+  int top_k = 0;
+  bool sigmoid = false;        // scores: sigmoid(logit) (DeepSeek-V3), else softmax over experts
+  int num_groups = 1;          // group-limited routing when > 1: only the best topk_groups groups
+  int topk_groups = 1;
+  bool group_top2 = false;     // a group's score: the sum of its two best, else its best
+  bool normalize = false;      // weights divided by their sum (norm_topk_prob)
+  float scaling = 1.0f;        // routed_scaling_factor
+};
+// ids[T, k] i32 and weights[T, k] f32: each token's k experts, best first (ties to the lower
+// index), chosen by score (+ bias[E], the e_score_correction_bias, when defined) among the
+// kept groups, weighted by their unbiased score (normalized and scaled as `r` says), from the
+// router's scores[T, E] f32. margins[T] f32, when defined: the relative gap between the last
+// choice kept and the next one (groups and experts), as the host routing reports it.
+void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
+               Tensor& weights, Tensor& margins);
+// The routed rows grouped by expert, in ascending expert order and token order within one.
+struct MoePlan {
+  Tensor token;     // [S] i32: the token of each grouped row
+  Tensor position;  // [S] i32: slot -> its grouped row
+  Tensor offsets;   // [E + 1] i32: expert e's rows are offsets[e] .. offsets[e + 1] - 1
+  Tensor active;    // [E + 1] i32: the number n of experts with rows, then those n, ascending
+};
+// Fills plan (tensors of the sizes above, on ids' device) from ids[T, k].
+void moe_align(const Tensor& ids, int num_experts, MoePlan& plan);
+// out[r, :] = w[e(r)] @ x[rows[r], :] for every grouped row r of expert e(r): x [R, K] f32,
+// rows [S] i32 (undefined: row r of x), w [E, N, K] (f32, f16 or bf16), out [S, N] f32.
+void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
+                Tensor& out);
+// out[t, :] = sum over token t's experts in ascending expert order of weights[t, j] *
+// y[position[t * k + j], :]: y [S, H] f32 in grouped order, ids / weights [T, k], out [T, H].
+void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights, const MoePlan& plan,
+                 Tensor& out);
 // Row-wise softmax over the last dim of x[R, C].
 void softmax(const Tensor& x, Tensor& out);
 // Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] (f32, or f16 / bf16

@@ -88,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("cpu", "cuda")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
-// Mixtures of experts route on the host on either device.
+// Mixtures of experts: routed on the host on the CPU, on the device on CUDA.
 INSTANTIATE_TEST_SUITE_P(
     MoeArchs, TinyModel,
     ::testing::Combine(::testing::Values("qwen3_moe"), ::testing::Values("cpu", "cuda")),
@@ -115,4 +115,24 @@ TEST(TinyModelLongRope, ServedContextPicksTheFactors) {
   for (int64_t i = 0; i < n; ++i)
     moved = std::max(moved, double(std::fabs(longer.data<float>()[i] - within.data<float>()[i])));
   EXPECT_GT(moved, 1e-3) << "served at 128 tokens, the long factors should change the logits";
+}
+
+// Mixtures of experts on CUDA run steps of more than DecoderModel's kMoeGemvTokens (64)
+// tokens through one GEMM per expert instead of the grouped GEMV the shorter steps (and the
+// checks against transformers above) take: a 150-token prompt there against the CPU, whose
+// logits are the ones checked against transformers.
+TEST(TinyMoeLongStep, CudaMatchesCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  for (const std::string arch : {"qwen3_moe", "deepseek_v2", "deepseek_v3"}) {
+    LoadedModel cpu = load_model(kDir + arch, {}, kCpu);
+    LoadedModel gpu = load_model(kDir + arch, {}, parse_device("cuda"));
+    std::vector<int32_t> seq(150);
+    for (size_t i = 0; i < seq.size(); ++i)
+      seq[i] = static_cast<int32_t>((i * 37 + 11) % cpu.config().vocab_size);
+    const Tensor a = cpu.model->score(seq), b = gpu.model->score(seq);
+    const double err = rel_error(b.data<float>(), a.data<float>(), int64_t(seq.size()),
+                                 cpu.config().vocab_size);
+    EXPECT_LE(err, kBar) << arch;
+    std::printf("%s, 150-token step: CUDA against CPU %.2e (bar %.0e)\n", arch.c_str(), err, kBar);
+  }
 }

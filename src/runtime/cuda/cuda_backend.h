@@ -52,6 +52,13 @@ class CudaBackend final : public Backend {
   void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
                         Tensor& out) override;
   void softmax(const Tensor& x, Tensor& out) override;
+  void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
+                 Tensor& weights, Tensor& margins) override;
+  void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) override;
+  void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
+                  Tensor& out) override;
+  void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,
+                   const MoePlan& plan, Tensor& out) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                          const Tensor& slot_mapping) override;
   bool rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,

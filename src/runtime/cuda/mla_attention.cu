@@ -57,10 +57,19 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(const AttnArgs<
   const int heads = min(kHeads, a.num_q_heads - h0);
   const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks;
 
+  // Unrolled so that each thread's loads are in flight together: one at a time, the query
+  // and each tile cost a memory latency per element a thread loads.
+#pragma unroll 8
   for (int i = tid; i < kHeads * dk; i += kThreads) {
     const int h = i / dk, d = i % dk;
-    qs[h * pitch + d] = h < heads ? a.q[t * a.q_st + (h0 + h) * a.q_sh + d] * a.scale : 0.0f;
+    qs[h * pitch + d] = h < heads ? __ldg(a.q + t * a.q_st + (h0 + h) * a.q_sh + d) * a.scale
+                                  : 0.0f;
   }
+  // Tiles move in 16-byte pieces where the rows allow it.
+  constexpr int kVec = 16 / sizeof(C);
+  const bool vec = dk % kVec == 0 && a.k_slot % kVec == 0 &&
+                   reinterpret_cast<uintptr_t>(a.k_cache) % 16 == 0;
+  const int pieces = dk / kVec;
   if (tid < kHeads) sm[tid] = -INFINITY, sl[tid] = 0.0f;
 
   // Score phase: thread (sh, sj) scores head sh against key sj of the tile. Output phase:
@@ -73,15 +82,32 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(const AttnArgs<
 
   for (int j0 = begin; j0 < end; j0 += kKeys) {
     __syncthreads();  // the previous tile's rows and scores are consumed
-    for (int i = tid; i < kKeys * dk; i += kThreads) {
-      const int j = i / dk, d = i % dk, key = j0 + j;
-      float v = 0.0f;
-      if (key < end) {
-        const int64_t slot =
-            int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
-        v = to_float(a.k_cache[slot * a.k_slot + d]);
+    if (vec) {
+#pragma unroll 4
+      for (int i = tid; i < kKeys * pieces; i += kThreads) {
+        const int j = i / pieces, d = (i % pieces) * kVec, key = j0 + j;
+        uint4 u = make_uint4(0, 0, 0, 0);  // zeros: a key past the end
+        if (key < end) {
+          const int64_t slot =
+              int64_t(__ldg(table + key / a.block_size)) * a.block_size + key % a.block_size;
+          u = __ldg(reinterpret_cast<const uint4*>(a.k_cache + slot * a.k_slot + d));
+        }
+        const C* e = reinterpret_cast<const C*>(&u);
+#pragma unroll
+        for (int x = 0; x < kVec; ++x) ks[j * pitch + d + x] = to_float(e[x]);
       }
-      ks[j * pitch + d] = v;
+    } else {
+#pragma unroll 4
+      for (int i = tid; i < kKeys * dk; i += kThreads) {
+        const int j = i / dk, d = i % dk, key = j0 + j;
+        float v = 0.0f;
+        if (key < end) {
+          const int64_t slot =
+              int64_t(__ldg(table + key / a.block_size)) * a.block_size + key % a.block_size;
+          v = to_float(a.k_cache[slot * a.k_slot + d]);
+        }
+        ks[j * pitch + d] = v;
+      }
     }
     __syncthreads();
     {
