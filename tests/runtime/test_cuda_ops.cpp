@@ -246,6 +246,15 @@ TEST_F(CudaOps, NormsAddsActivations) {
   silu_and_mul(gu, act);
   silu_and_mul(gu.to(kGpu), act_g);
   EXPECT_LT(rel_err(host(act_g), act), 1e-6);
+  // More rows than one grid dimension holds (65,535): a MoE prefill of 8,192 tokens routed to
+  // 8 experts each has 65,536.
+  {
+    Tensor many = randn({70000, 2 * 8}), many_act = Tensor::empty({70000, 8}, DType::F32);
+    Tensor many_g = Tensor::empty({70000, 8}, DType::F32, kGpu);
+    silu_and_mul(many, many_act);
+    silu_and_mul(many.to(kGpu), many_g);
+    EXPECT_LT(rel_err(host(many_g), many_act), 1e-6);
+  }
   // gelu_tanh_and_mul (the CPU's is checked against transformers by the Gemma-3 fixture)
   gelu_tanh_and_mul(gu, act);
   gelu_tanh_and_mul(gu.to(kGpu), act_g);

@@ -203,22 +203,25 @@ struct GeluTanhF16 {
 // Row r = blockIdx.y; four elements per thread step where the rows are aligned for it.
 template <typename Act, typename G>
 __global__ void act_and_mul_kernel(const G* __restrict__ gu, int64_t gs,
-                                   float* __restrict__ out, int64_t os, int64_t f, bool vec4) {
+                                   float* __restrict__ out, int64_t os, int64_t rows, int64_t f,
+                                   bool vec4) {
   pdl_begin();
-  const G* g = gu + blockIdx.y * gs;
-  const G* u = g + f;
-  float* o = out + blockIdx.y * os;
   const int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   const auto act_mul = [](float gv, float uv) { return Act::apply(gv) * uv; };
-  if (vec4) {
-    for (int64_t i = 4 * start; i < f; i += 4 * step) {
-      const float4 a = load4(g + i), b = load4(u + i);
-      store4(o + i, make_float4(act_mul(a.x, b.x), act_mul(a.y, b.y), act_mul(a.z, b.z),
-                                act_mul(a.w, b.w)));
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {  // a grid holds 65,535 rows
+    const G* g = gu + r * gs;
+    const G* u = g + f;
+    float* o = out + r * os;
+    if (vec4) {
+      for (int64_t i = 4 * start; i < f; i += 4 * step) {
+        const float4 a = load4(g + i), b = load4(u + i);
+        store4(o + i, make_float4(act_mul(a.x, b.x), act_mul(a.y, b.y), act_mul(a.z, b.z),
+                                  act_mul(a.w, b.w)));
+      }
+    } else {
+      for (int64_t i = start; i < f; i += step) o[i] = act_mul(to_float(g[i]), to_float(u[i]));
     }
-  } else {
-    for (int64_t i = start; i < f; i += step) o[i] = act_mul(to_float(g[i]), to_float(u[i]));
   }
 }
 
@@ -420,17 +423,16 @@ template <typename Act>
 void CudaBackend::act_and_mul(const Tensor& gate_up, Tensor& out) {
   const int64_t rows = out.size(0), f = out.size(1);
   if (rows == 0) return;
-  VLLM_CHECK(rows <= 65535, "gated activation rows ", rows);
   const int64_t gs = row_stride(gate_up), os = row_stride(out);
   const bool vec4 =
       f % 4 == 0 && gs % 4 == 0 && os % 4 == 0 && aligned16(gate_up) && aligned16(out);
   const int64_t per_block = 256 * (vec4 ? 4 : 1);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((f + per_block - 1) / per_block, 64)),
-                  static_cast<unsigned>(rows));
+                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
   dispatch_float_type(gate_up.dtype(), [&](auto* tag) {
     using G = std::remove_pointer_t<decltype(tag)>;
     launch(act_and_mul_kernel<Act, G>, grid, 256, 0, stream_, gate_up.data<G>(), gs,
-        out.data<float>(), os, f, vec4);
+        out.data<float>(), os, rows, f, vec4);
   });
 }
 
