@@ -304,8 +304,8 @@ class Server : public httplib::Server {
         // The response head said "Connection: close" exactly when `last` or `closed`.
         const bool keep_alive = !last && !closed;
         pump_.add(sock, std::move(stream), [this, conn, keep_alive](bool ended) {
-          if (!(ended && keep_alive && pool_.submit([this, conn] { serve(conn); })))
-            close_connection(conn->strm.socket());
+          if (ended && keep_alive) await_request(conn);
+          else close_connection(conn->strm.socket());
         });
         return;
       }
@@ -314,6 +314,20 @@ class Server : public httplib::Server {
       if (!ok || closed || !head_ok) break;
     }
     close_connection(sock);
+  }
+
+  // After a stream, the connection waits for its next request in the pump (pipelined bytes
+  // already read: none), then goes back to serve() on a pool thread.
+  void await_request(std::shared_ptr<Connection> conn) {
+    const int sock = conn->strm.socket();
+    auto resume = [this, conn](bool readable) {
+      if (!(readable && pool_.submit([this, conn] { serve(conn); })))
+        close_connection(conn->strm.socket());
+    };
+    if (conn->strm.has_buffered())
+      resume(true);
+    else
+      pump_.await_request(sock, std::chrono::seconds(keep_alive_timeout_sec_), resume);
   }
 
   std::atomic<int> connections_{0};

@@ -57,6 +57,12 @@ struct StreamPump::Stream {
   Clock::time_point blocked_since;   // when a write last found it full without progress
 };
 
+struct StreamPump::Idle {
+  int sock;
+  Clock::time_point deadline;
+  std::function<void(bool)> then;
+};
+
 struct StreamPump::Loop {
   explicit Loop(int write_timeout_ms) : write_timeout(std::chrono::milliseconds(write_timeout_ms)) {
     epoll_event ev{};
@@ -89,6 +95,18 @@ struct StreamPump::Loop {
     s->finished(false);
   }
 
+  void add(Idle w) {
+    {
+      std::lock_guard lock(mutex);
+      if (!stop) {
+        incoming_idle.push_back(std::move(w));
+        signal_locked();
+        return;
+      }
+    }
+    w.then(false);
+  }
+
  private:
   // The engine thread, through a Generation's listener: stream `key` has outputs.
   void mark_ready(uint64_t key) {
@@ -111,15 +129,18 @@ struct StreamPump::Loop {
       const int n = epoll_wait(epoll, events, 256, static_cast<int>(std::max<int64_t>(wait.count(), 0)));
       for (int i = 0; i < n; ++i) on_event(events[i]);
       std::vector<std::unique_ptr<Stream>> fresh;
+      std::vector<Idle> fresh_idle;
       std::vector<uint64_t> woken;
       {
         std::lock_guard lock(mutex);
         if (stop) break;
         fresh.swap(incoming);
+        fresh_idle.swap(incoming_idle);
         woken.swap(ready);
         signalled = false;
       }
       for (auto& s : fresh) adopt(std::move(s));
+      for (Idle& w : fresh_idle) adopt(std::move(w));
       std::sort(woken.begin(), woken.end());
       woken.erase(std::unique(woken.begin(), woken.end()), woken.end());
       for (uint64_t key : woken) pump(key);
@@ -129,13 +150,19 @@ struct StreamPump::Loop {
       }
     }
     for (auto& s : incoming) s->finished(false);
+    for (Idle& w : incoming_idle) w.then(false);
     while (!streams.empty()) end(streams.begin()->first, false);
+    while (!idle.empty()) wake_idle(idle.begin()->first, false);
   }
 
   void on_event(const epoll_event& ev) {
     if (ev.data.u64 == kWakeKey) {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(wake, &count, sizeof count);
+      return;
+    }
+    if (idle.count(ev.data.u64)) {
+      wake_idle(ev.data.u64, (ev.events & EPOLLIN) != 0);
       return;
     }
     if (!streams.count(ev.data.u64)) return;
@@ -159,6 +186,26 @@ struct StreamPump::Loop {
     streams.emplace(key, std::move(s));
     gen.set_listener([this, key] { mark_ready(key); });
     pump(key);  // what arrived before the listener was set
+  }
+
+  void adopt(Idle w) {
+    const uint64_t key = next_key++;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = key;
+    if (epoll_ctl(epoll, EPOLL_CTL_ADD, w.sock, &ev) != 0) {
+      w.then(false);
+      return;
+    }
+    idle.emplace(key, std::move(w));
+  }
+
+  void wake_idle(uint64_t key, bool readable) {
+    const auto it = idle.find(key);
+    Idle w = std::move(it->second);
+    idle.erase(it);
+    epoll_ctl(epoll, EPOLL_CTL_DEL, w.sock, nullptr);
+    w.then(readable);
   }
 
   // Formats the outputs that arrived and writes them. Nothing may escape the pump's thread.
@@ -223,15 +270,19 @@ struct StreamPump::Loop {
     st.waiting_out = (events & EPOLLOUT) != 0;
   }
 
-  // The drain deadline (ctx.abort_all), and clients that stopped reading for the write timeout.
+  // The drain deadline (ctx.abort_all), clients that stopped reading for the write timeout,
+  // and idle connections past their keep-alive timeout.
   void tick() {
     const auto now = Clock::now();
-    std::vector<uint64_t> stalled;
+    std::vector<uint64_t> stalled, expired;
     for (auto& [key, st] : streams) {
       st->s->gen->abort_if_draining();
       if (st->waiting_out && now - st->blocked_since > write_timeout) stalled.push_back(key);
     }
     for (uint64_t key : stalled) end(key, false);
+    for (auto& [key, w] : idle)
+      if (now >= w.deadline) expired.push_back(key);
+    for (uint64_t key : expired) wake_idle(key, false);
   }
 
   // The stream leaves the pump: its generation ends here (aborted unless it finished), which
@@ -250,13 +301,15 @@ struct StreamPump::Loop {
   const Clock::duration write_timeout;
   const int epoll = epoll_create1(EPOLL_CLOEXEC);
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  std::mutex mutex;  // guards the four below
+  std::mutex mutex;  // guards the five below
   std::vector<std::unique_ptr<Stream>> incoming;
+  std::vector<Idle> incoming_idle;
   std::vector<uint64_t> ready;
   bool signalled = false;  // the wake eventfd was written since the loop last emptied them
   bool stop = false;
   // The pump thread's own.
   std::unordered_map<uint64_t, std::unique_ptr<Stream>> streams;
+  std::unordered_map<uint64_t, Idle> idle;
   uint64_t next_key = kWakeKey + 1;
   std::thread thread;
 };
@@ -271,6 +324,11 @@ void StreamPump::add(int sock, std::shared_ptr<PumpedStream> stream, Finished fi
   s->s = std::move(stream);
   s->finished = std::move(finished);
   loop_->add(std::move(s));
+}
+
+void StreamPump::await_request(int sock, std::chrono::milliseconds idle,
+                               std::function<void(bool)> then) {
+  loop_->add(Idle{sock, Clock::now() + idle, std::move(then)});
 }
 
 }  // namespace vllm::server

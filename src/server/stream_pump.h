@@ -3,8 +3,10 @@
 // (Generation::set_listener) when outputs arrive; it frames their events as HTTP chunks, writes
 // them without blocking (a per-stream pending buffer, EPOLLOUT when the socket is full), aborts
 // a generation whose client left (EPOLLRDHUP/EPOLLHUP/EPOLLERR) or stopped reading for the
-// write timeout, and hands the connection back when the terminating chunk is written.
+// write timeout, and hands the connection back when the terminating chunk is written. It also
+// watches kept-alive connections for their next request, so idle ones hold no thread either.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -38,9 +40,13 @@ class StreamPump {
 
   // Streams `stream` on `sock` (its head already written) until it ends; any thread.
   void add(int sock, std::shared_ptr<PumpedStream> stream, Finished finished);
+  // Calls `then(true)` on the pump's thread once `sock` has bytes to read (or has been closed
+  // by the peer after sending some), `then(false)` when the peer closes first or `idle` passes.
+  void await_request(int sock, std::chrono::milliseconds idle, std::function<void(bool)> then);
 
  private:
   struct Stream;
+  struct Idle;
   struct Loop;
   std::unique_ptr<Loop> loop_;
 };
