@@ -1,5 +1,6 @@
 #include "server/stream_pump.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -70,7 +71,10 @@ struct StreamPump::Loop {
     ev.data.u64 = kWakeKey;
     if (epoll < 0 || wake < 0 || epoll_ctl(epoll, EPOLL_CTL_ADD, wake, &ev) != 0)
       throw std::runtime_error("stream pump: cannot create its epoll instance");
-    thread = std::thread([this] { run(); });
+    thread = std::thread([this] {
+      pthread_setname_np(pthread_self(), "stream-pump");
+      run();
+    });
   }
   ~Loop() {
     {
