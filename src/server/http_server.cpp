@@ -60,7 +60,8 @@ const char* reason_phrase(int status) {
 // A client trickling bytes slower than this loses its connection instead of holding a worker.
 constexpr auto kHeadTimeout = std::chrono::seconds(10);
 constexpr auto kBodyTimeout = std::chrono::seconds(60);
-// Connections served at once, one thread each; beyond it new connections get a 503.
+// Connections open at once (a thread each while it reads a request or runs a handler; none
+// while it streams or waits after a stream); beyond it new connections get a 503.
 constexpr int kMaxConnections = 4096;
 
 // The framing error of the request this thread is reading, for the pre-routing handler.

@@ -12,10 +12,10 @@ import requests
 from test_server import MODEL_NAME, ServerProcess
 
 STREAMS = 300
-# Threads besides the connection threads: main, listener, engine, stream pump, the OpenMP
-# workers of a step (at most a few on this machine) ... 64 leaves room for those and for the
-# pool threads of the connections being opened (at most OPENING at once, below), while a thread
-# per stream would be STREAMS + those.
+# An idle server has a few threads (5 here: main, listener, engine, its workers, the stream
+# pump); opening streams adds a pool thread per connection being opened at once (at most
+# OPENING, below; they idle a minute before leaving). 64 leaves room for more engine workers
+# on a larger machine, while a thread per stream would be over STREAMS.
 THREAD_LIMIT = 64
 OPENING = 16
 
