@@ -12,8 +12,8 @@ import requests
 from test_server import MODEL_NAME, ServerProcess
 
 STREAMS = 300
-# An idle server has a few threads (5 here: main, listener, engine, its workers, the stream
-# pump); opening streams adds a pool thread per connection being opened at once (at most
+# An idle server has a few threads (5 here after a health check: main, listener, engine,
+# stream pump, the pool thread that answered); opening streams adds a pool thread per connection being opened at once (at most
 # OPENING, below; they idle a minute before leaving). 64 leaves room for more engine workers
 # on a larger machine, while a thread per stream would be over STREAMS.
 THREAD_LIMIT = 64
