@@ -31,6 +31,7 @@ struct Generation::Shared {
   std::mutex mutex;
   std::condition_variable ready;
   std::deque<TaggedOutput> queue;
+  std::function<void()> listener;
 };
 
 Generation::Generation(ServingContext& ctx, std::string base_id)
@@ -42,6 +43,7 @@ Generation::Generation(ServingContext& ctx, std::string base_id)
 }
 
 Generation::~Generation() {
+  set_listener(nullptr);
   abort();
   --ctx_.in_flight;
 }
@@ -54,6 +56,7 @@ void Generation::add(std::vector<int32_t> prompt, const SamplingParams& params, 
     {
       std::lock_guard lock(shared->mutex);
       shared->queue.push_back({prompt_index, out});
+      if (shared->listener) shared->listener();
     }
     shared->ready.notify_all();
   };
@@ -63,7 +66,7 @@ void Generation::add(std::vector<int32_t> prompt, const SamplingParams& params, 
 }
 
 std::vector<TaggedOutput> Generation::next(std::chrono::milliseconds timeout) {
-  if (ctx_.abort_all && !aborted_) abort();
+  abort_if_draining();
   std::vector<TaggedOutput> outs;
   {
     std::unique_lock lock(shared_->mutex);
@@ -81,6 +84,15 @@ std::vector<TaggedOutput> Generation::next(std::chrono::milliseconds timeout) {
   // (their final "abort" outputs then arrive like any other).
   if (!aborted_ && client_socket_ >= 0 && client_disconnected(client_socket_)) abort();
   return outs;
+}
+
+void Generation::abort_if_draining() {
+  if (ctx_.abort_all && !aborted_) abort();
+}
+
+void Generation::set_listener(std::function<void()> listener) {
+  std::lock_guard lock(shared_->mutex);
+  shared_->listener = std::move(listener);
 }
 
 void Generation::abort() {

@@ -3,6 +3,7 @@
 // unfinished, so a client that goes away frees its KV blocks.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,12 @@ class Generation {
   // Every completion has delivered its finished output and next() has returned it.
   bool done() const { return consumed_finished_ == total_completions_; }
   void abort();
+  // Aborts everything once the server's drain timeout has passed (next() checks it too).
+  void abort_if_draining();
+  // Called on the engine's thread, under the queue's lock, whenever outputs arrive (nullptr:
+  // none). It must not block nor call this Generation; once set_listener returns, a listener
+  // it replaced is no longer running. The stream pump is woken this way instead of polling.
+  void set_listener(std::function<void()> listener);
   const std::string& id() const { return base_id_; }
 
  private:

@@ -35,6 +35,7 @@
 #include "server/log.h"
 #include "server/router.h"
 #include "server/routes.h"
+#include "server/stream_pump.h"
 
 namespace vllm::server {
 namespace {
@@ -59,7 +60,8 @@ const char* reason_phrase(int status) {
 // A client trickling bytes slower than this loses its connection instead of holding a worker.
 constexpr auto kHeadTimeout = std::chrono::seconds(10);
 constexpr auto kBodyTimeout = std::chrono::seconds(60);
-// Connections served at once, one thread each; beyond it new connections get a 503.
+// Connections open at once (a thread each while it reads a request or runs a handler; none
+// while it streams or waits after a stream); beyond it new connections get a 503.
 constexpr int kMaxConnections = 4096;
 
 // The framing error of the request this thread is reading, for the pre-routing handler.
@@ -163,18 +165,22 @@ class DeadlineStream : public httplib::Stream {
 // httplib's ThreadPool has a fixed size: connections beyond it wait, unanswered, behind slow
 // ones. This pool starts a thread whenever no idle one can take a job (idle ones leave after
 // a minute), so every accepted connection is served at once; Server caps their number.
-class ElasticPool : public httplib::TaskQueue {
+class ElasticPool {
  public:
-  void enqueue(std::function<void()> fn) override {
+  // False once shut down: the job is not run.
+  bool submit(std::function<void()> fn) {
     std::lock_guard lock(mutex_);
+    if (stop_) return false;
     jobs_.push_back(std::move(fn));
     if (jobs_.size() > idle_) {
       ++threads_;
       std::thread([this] { work(); }).detach();
     }
     wake_.notify_one();
+    return true;
   }
-  void shutdown() override {
+  // Runs the jobs queued, then waits for every thread to leave.
+  void shutdown() {
     std::unique_lock lock(mutex_);
     stop_ = true;
     wake_.notify_all();
@@ -209,13 +215,37 @@ class ElasticPool : public httplib::TaskQueue {
   bool stop_ = false;
 };
 
+// httplib owns (and deletes) the task queue it serves connections on: this one lends it the
+// server's pool, which the stream pump also gives connections back to.
+class PoolRef : public httplib::TaskQueue {
+ public:
+  explicit PoolRef(ElasticPool& pool) : pool_(pool) {}
+  void enqueue(std::function<void()> fn) override { pool_.submit(std::move(fn)); }
+  void shutdown() override { pool_.shutdown(); }
+
+ private:
+  ElasticPool& pool_;
+};
+
+// One client connection: its stream (whose read buffer keeps pipelined bytes) and how many
+// more requests it may make. It moves from a pool thread to the stream pump and back.
+struct Connection {
+  Connection(int sock, int read_ms, int write_ms, size_t left)
+      : strm(sock, read_ms, write_ms), left(left) {}
+  DeadlineStream strm;
+  size_t left;
+};
+
+int to_ms(time_t s, time_t us) { return static_cast<int>(s * 1000 + us / 1000); }
+
 // httplib's Server with our connection loop: deadlines for each request's head and body, a
-// cap on connections (503 beyond it), the full listen backlog, and the connection's socket
-// published to the handler's thread so generations can see their client leave.
+// cap on connections (503 beyond it), the full listen backlog, the connection's socket
+// published to the handler's thread so generations can see their client leave, and
+// server-sent-event streams handed to the stream pump so they hold no thread.
 class Server : public httplib::Server {
  public:
-  Server() {
-    new_task_queue = [] { return new ElasticPool; };
+  Server() : pump_(to_ms(write_timeout_sec_, write_timeout_usec_)) {
+    new_task_queue = [this] { return new PoolRef(pool_); };
   }
   // httplib listens with a backlog of 5: listen() again with the system's maximum.
   void widen_backlog() {
@@ -226,7 +256,6 @@ class Server : public httplib::Server {
 
  private:
   bool process_and_close_socket(socket_t sock) override {
-    bool ok = true;
     if (++connections_ > kMaxConnections) {
       static const std::string k503 = [] {
         const std::string body = error_json(503, "too many connections").dump();
@@ -235,21 +264,28 @@ class Server : public httplib::Server {
                "\r\n\r\n" + body;
       }();
       send(sock, k503.data(), k503.size(), MSG_NOSIGNAL);
-      ok = false;
-    } else {
-      serve(sock);
+      close_connection(sock);
+      return false;
     }
-    --connections_;
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
-    return ok;
+    serve(std::make_shared<Connection>(sock, to_ms(read_timeout_sec_, read_timeout_usec_),
+                                       to_ms(write_timeout_sec_, write_timeout_usec_),
+                                       keep_alive_max_count_));
+    return true;
   }
 
-  void serve(int sock) {
-    const auto ms = [](time_t s, time_t us) { return static_cast<int>(s * 1000 + us / 1000); };
-    DeadlineStream strm(sock, ms(read_timeout_sec_, read_timeout_usec_),
-                        ms(write_timeout_sec_, write_timeout_usec_));
-    for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
+  void close_connection(int sock) {
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    --connections_;
+  }
+
+  // Serves `conn`'s requests until it closes, or until a response streams: the pump then
+  // owns the connection and gives it back to serve() on a pool thread after the stream.
+  void serve(std::shared_ptr<Connection> conn) {
+    DeadlineStream& strm = conn->strm;
+    const int sock = strm.socket();
+    while (conn->left > 0 && svr_sock_ != INVALID_SOCKET) {
+      const bool last = conn->left-- == 1;
       // Idle between requests: the keep-alive timeout, then the head's deadline.
       strm.set_deadline(std::chrono::seconds(keep_alive_timeout_sec_));
       if (!strm.is_readable()) break;
@@ -258,20 +294,46 @@ class Server : public httplib::Server {
       bool closed = false, head_ok = false;
       set_current_client_socket(sock);
       // Called once the head is read: checks it (the pre-routing handler answers a 400).
-      const bool ok = process_request(strm, left == 1, closed, [&](httplib::Request& req) {
+      const bool ok = process_request(strm, last, closed, [&](httplib::Request& req) {
         current_framing_error = framing_error(strm.take_head(), req);
         head_ok = current_framing_error.empty();
         strm.set_deadline(kBodyTimeout);
       });
       set_current_client_socket(-1);
       current_framing_error.clear();
+      if (std::shared_ptr<PumpedStream> stream = take_handed_off_stream()) {
+        // The response head said "Connection: close" exactly when `last` or `closed`.
+        const bool keep_alive = !last && !closed;
+        pump_.add(sock, std::move(stream), [this, conn, keep_alive](bool ended) {
+          if (ended && keep_alive) await_request(conn);
+          else close_connection(conn->strm.socket());
+        });
+        return;
+      }
       // After a head that was refused or could not be read, where the next request starts
       // is unknown: close.
       if (!ok || closed || !head_ok) break;
     }
+    close_connection(sock);
+  }
+
+  // After a stream, the connection waits for its next request in the pump (pipelined bytes
+  // already read: none), then goes back to serve() on a pool thread.
+  void await_request(std::shared_ptr<Connection> conn) {
+    const int sock = conn->strm.socket();
+    auto resume = [this, conn](bool readable) {
+      if (!(readable && pool_.submit([this, conn] { serve(conn); })))
+        close_connection(conn->strm.socket());
+    };
+    if (conn->strm.has_buffered())
+      resume(true);
+    else
+      pump_.await_request(sock, std::chrono::seconds(keep_alive_timeout_sec_), resume);
   }
 
   std::atomic<int> connections_{0};
+  ElasticPool pool_;
+  StreamPump pump_;  // destroyed first: it closes the connections it still streams on
 };
 
 void configure(httplib::Server& svr, ServingContext& ctx) {

@@ -1,7 +1,8 @@
-// Server-sent events over an httplib chunked response: `data: {json}\n\n` per event, then
-// `data: [DONE]\n\n` (OpenAI's framing; a formatter may frame its events itself). A write that
-// fails (client gone, or not reading for the write timeout) aborts the generation, so its KV
-// blocks are freed.
+// Server-sent events over a chunked response: `data: {json}\n\n` per event, then
+// `data: [DONE]\n\n` (OpenAI's framing; a formatter may frame its events itself). httplib
+// writes the head; the stream pump (stream_pump.h) writes the events, on no thread of the
+// connection's. A write that fails (client gone, or not reading for the write timeout) aborts
+// the generation, so its KV blocks are freed.
 #pragma once
 #include <memory>
 #include <string>

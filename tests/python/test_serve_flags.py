@@ -360,6 +360,12 @@ def test_uds(binary):
                                http_client=http, max_retries=0)
         r = client.chat.completions.create(**chat_body())
         assert r.choices[0].message.content and r.usage.completion_tokens == 8
+        # Streams over the Unix socket (the stream pump), twice on one kept-alive connection:
+        # the greedy text is the non-streaming one.
+        for _ in range(2):
+            chunks = list(client.chat.completions.create(**chat_body(), stream=True))
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert text == r.choices[0].message.content
         assert "unix:" + sock in open(log.name).read()
     finally:
         proc.send_signal(signal.SIGTERM)
