@@ -678,8 +678,8 @@ void DecoderModel::mlp_block(int layer, const Layer& L, Scratch& s) const {
   add_block_output(L.down, s.act, L.ffn_post_norm, s.block_out, s.residual);
 }
 
-// Routing on the host (CPU models): for each token, the
-// MoeSpec's scores, the group limit, the top_k (ties to the lower index), their weights.
+// Routing on the host (CPU models): for each token, the MoeSpec's scores, the group limit, the
+// top_k (ties to the lower index), their weights. runtime/cuda/moe.cu does the same on a GPU.
 void DecoderModel::route(int layer, const Layer& L, const Tensor& scores,
                          std::vector<std::vector<int32_t>>& rows,
                          std::vector<std::vector<float>>& weights) const {
