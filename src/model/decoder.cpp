@@ -98,13 +98,16 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
   const Tensor embed = w.require("model.embed_tokens.weight");
   VLLM_CHECK(embed.size(0) == c.vocab_size && embed.size(1) == c.hidden_size,
              "embed_tokens shape ", embed.shape_str());
-  embed_tokens = place_weight(embed, device);
   final_norm = norm_weight(w, "model.norm.weight", c.hidden_size);
   auto head = w.get("lm_head.weight");
-  lm_head = head && !c.tie_word_embeddings ? place_weight(*head, device) : embed_tokens;
-  if (comm_) {  // vocab-parallel: this rank's rows
+  const bool tied = !head || c.tie_word_embeddings;
+  if (comm_) {  // vocab-parallel embedding and LM head: this rank's rows of each
     const Share rows = share_of(c.vocab_size, {comm_->rank(), comm_->size()});
-    lm_head = lm_head.narrow(rows.begin, rows.length);
+    embed_tokens = place_weight(embed.narrow(rows.begin, rows.length), device);
+    lm_head = tied ? embed_tokens : place_weight(head->narrow(rows.begin, rows.length), device);
+  } else {
+    embed_tokens = place_weight(embed, device);
+    lm_head = tied ? embed_tokens : place_weight(*head, device);
   }
   if (c.kv_cache_f16)
     kv_dtype_ = DType::F16;
@@ -559,7 +562,7 @@ DecoderModel::Scratch DecoderModel::run_layers(const StepInputs& in, KvCache& ca
   s.gate_up = Tensor::empty({T, 2 * int64_t(c.intermediate_size)}, DType::F32, d);
   s.act = Tensor::empty({T, c.intermediate_size}, DType::F32, d);
 
-  embedding(in.ids, embed_tokens, s.residual);
+  embed(in.ids, s.residual);
   if (c.embedding_multiplier != 1.0) scale(s.residual, static_cast<float>(c.embedding_multiplier));
   const int last = c.num_layers - 1;
   for (int i = 0; i < last; ++i) {
@@ -777,6 +780,34 @@ void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
     rms_norm(out, L.ffn_post_norm, static_cast<float>(c.rms_norm_eps), out);
   if (c.residual_multiplier != 1.0) scale(out, static_cast<float>(c.residual_multiplier));
   add(s.residual, out, s.residual);
+}
+
+// The embedding rows of `ids`. Vocab-parallel (tensor parallelism): each rank holds a slice of
+// the table, writes the rows it has into zeros and the sum over ranks gives every row exactly.
+void DecoderModel::embed(const Tensor& ids, Tensor& out) const {
+  if (!comm_) {
+    embedding(ids, embed_tokens, out);
+    return;
+  }
+  // Tensor parallelism runs on the CPU (the constructor refuses other devices).
+  const Share rows = share_of(config_.vocab_size, {comm_->rank(), comm_->size()});
+  std::vector<int32_t> local, where;
+  for (int64_t t = 0; t < ids.numel(); ++t) {
+    const int32_t id = ids.data<int32_t>()[t];
+    if (id < rows.begin || id >= rows.begin + rows.length) continue;
+    local.push_back(static_cast<int32_t>(id - rows.begin));
+    where.push_back(static_cast<int32_t>(t));
+  }
+  fill(out, 0.0f);
+  if (!local.empty()) {
+    const int64_t n = static_cast<int64_t>(local.size());
+    Tensor x = Tensor::empty({n, out.size(1)}, DType::F32);
+    Tensor ones = Tensor::empty({n}, DType::F32);
+    std::fill_n(ones.data<float>(), n, 1.0f);
+    embedding(host_i32(local), embed_tokens, x);
+    index_add_scaled(x, host_i32(where), ones, out);
+  }
+  comm_->all_reduce_sum(out);
 }
 
 // On the CPU: routing on the host, then each expert's rows gathered and run through its

@@ -148,6 +148,7 @@ class DecoderModel {
              std::vector<std::vector<int32_t>>& rows,
              std::vector<std::vector<float>>& weights) const;
   void mlp_block(int layer, const Layer& L, Scratch& s) const;
+  void embed(const Tensor& ids, Tensor& out) const;
   void moe_block(int layer, const Layer& L, Scratch& s) const;
   // The routed experts' sum for each token of h into out: on the host's kernels, or all on the
   // device (grouped GEMVs up to kMoeGemvTokens tokens, so graphs can hold the layer; beyond,
@@ -175,7 +176,7 @@ class DecoderModel {
   std::vector<KvCacheGroup> groups_;
   std::vector<int> layer_group_, layer_slot_;  // per layer: its group, its place there
   int group_size_ = 0;                         // layers per group (the largest)
-  Tensor embed_tokens;  // [vocab, hidden], stored dtype
+  Tensor embed_tokens;  // [vocab or this rank's share of it, hidden], stored dtype
   Tensor final_norm;
   Tensor lm_head;       // [vocab or this rank's share of it, hidden]; the embedding when tied
   std::shared_ptr<Communicator> comm_;  // tensor parallelism; null with one rank

@@ -10,7 +10,7 @@ import pexpect
 import pytest
 import requests
 
-from test_server import MODEL_NAME, ServerProcess, free_port
+from test_server import MODEL_NAME, ServerProcess, free_port, wait_for
 
 MAX_TOKENS = 32
 Q1 = "What is the capital of France?"
@@ -66,15 +66,6 @@ def end(child):
     child.expect(pexpect.EOF, timeout=30)
     child.close()
     return child.exitstatus
-
-
-def wait_for(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_remote_chat_history_and_clear(binary, server):

@@ -23,6 +23,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_for(predicate, timeout):
+    """Polls predicate every 50 ms until it holds or timeout seconds pass; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
 class ServerProcess:
     """`vllm-cpp serve` on a free port; stderr goes to a file so a full pipe never blocks it."""
 

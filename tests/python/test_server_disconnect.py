@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from test_server import ServerProcess
+from test_server import ServerProcess, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -23,15 +23,6 @@ def post_raw(port, path, body):
     s.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
               f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
     return s
-
-
-def wait_for(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.mark.parametrize("path,body", [

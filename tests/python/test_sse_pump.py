@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from test_server import MODEL_NAME, ServerProcess
+from test_server import MODEL_NAME, ServerProcess, wait_for
 
 STREAMS = 300
 # An idle server has a few threads (5 here after a health check: main, listener, engine,
@@ -98,15 +98,6 @@ def close_all(opened):
     """Closes the connections (a failed assertion must not leave hundreds generating)."""
     for _, writer in opened:
         writer.close()
-
-
-def wait_for(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_open_streams_hold_no_thread_and_closing_aborts_them(server):
