@@ -179,7 +179,7 @@ constexpr int kGemvWarps = 8;
 constexpr int kGemvColumnsPerWarp = 4;
 constexpr int kGemvColumns = kGemvWarps * kGemvColumnsPerWarp;  // per block
 
-// The 16 bytes of weights at `p` as floats (8 of a 16-bit type, 4 of f32).
+// 16 bytes of weights as floats (8 of a 16-bit type, 4 of f32).
 template <typename W>
 __device__ __forceinline__ void unpack_piece(const uint4& u, float (&f)[16 / sizeof(W)]) {
   if constexpr (std::is_same_v<W, float>) {
@@ -344,9 +344,8 @@ void CudaBackend::moe_combine(const Tensor& y, const Tensor& ids, const Tensor& 
   VLLM_CHECK(top_k <= kMaxTopK, "moe_combine on CUDA: top_k ", top_k);
   if (T == 0) return;
   launch(moe_combine_kernel, dim3(unsigned(T), unsigned((h + 255) / 256)), dim3(256), 0, stream_,
-         y.data<float>(),
-         ids.data<int32_t>(), weights.data<float>(), plan.position.data<int32_t>(), top_k, h,
-         out.data<float>());
+         y.data<float>(), ids.data<int32_t>(), weights.data<float>(),
+         plan.position.data<int32_t>(), top_k, h, out.data<float>());
 }
 
 }  // namespace vllm::cuda
