@@ -238,11 +238,17 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
     const auto down = [&](int e) {
       return w.require(p + "mlp.experts." + std::to_string(e) + ".down_proj.weight");
     };
+    const int64_t F = m.intermediate_size;
+    const auto check = [&](int e, int64_t gate_up_rows, int64_t down_inputs) {
+      VLLM_CHECK(gate_up_rows == 2 * F && down_inputs == F, "layer ", i, " expert ", e,
+                 " shapes do not match moe_intermediate_size ", F);
+    };
     if (device_ == kCpu) {
       for (int e = 0; e < m.num_experts; ++e) {
         L.expert_gate_up.push_back(
             Linear::fused(expert_gate_up_weights(w, p, e), {}, device_, &arena));
         L.expert_down.push_back(Linear::fused({down(e)}, {}, device_));
+        check(e, L.expert_gate_up[e].out_features, L.expert_down[e].parts[0].size(1));
       }
     } else {
       std::vector<std::vector<Tensor>> gate_up, downs;
@@ -250,17 +256,10 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
         gate_up.push_back(expert_gate_up_weights(w, p, e));
         downs.push_back({down(e)});
       }
-      L.experts_gate_up = stack_experts(gate_up, device_);
-      L.experts_down = stack_experts(downs, device_);
-    }
-    const int64_t F = m.intermediate_size;
-    for (int e = 0; e < m.num_experts; ++e) {
-      const bool ok = device_ != kCpu ? L.experts_gate_up.size(1) == 2 * F &&
-                                            L.experts_down.size(2) == F
-                                      : L.expert_gate_up[e].out_features == 2 * F &&
-                                            L.expert_down[e].parts[0].size(1) == F;
-      VLLM_CHECK(ok, "layer ", i, " expert ", e, " shapes do not match moe_intermediate_size ",
-                 F);
+      // stack_experts checks that every expert has expert 0's shapes.
+      L.stacked_gate_up = stack_experts(gate_up, device_);
+      L.stacked_down = stack_experts(downs, device_);
+      check(0, L.stacked_gate_up.size(1), L.stacked_down.size(2));
     }
   } else {
     L.gate_up = Linear::fused(gate_up_weights(w, p), {}, device_, &arena);
@@ -873,9 +872,9 @@ void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h
   Tensor act = Tensor::empty({S, F}, DType::F32, device_);
   Tensor y = Tensor::empty({S, H}, DType::F32, device_);
   if (T <= kMoeGemvTokens) {
-    moe_matmul(h, plan.token, L.experts_gate_up, plan, gate_up);
+    moe_matmul(h, plan.token, L.stacked_gate_up, plan, gate_up);
     silu_and_mul(gate_up, act);
-    moe_matmul(act, Tensor(), L.experts_down, plan, y);
+    moe_matmul(act, Tensor(), L.stacked_down, plan, y);
   } else {
     const Tensor offsets = plan.offsets.to(kCpu);
     const int32_t* o = offsets.data<int32_t>();
@@ -887,13 +886,13 @@ void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h
     for (int e = 0; e < E; ++e) {
       if (o[e + 1] == o[e]) continue;
       Tensor rows = gate_up.narrow(o[e], o[e + 1] - o[e]);
-      matmul(x.narrow(o[e], o[e + 1] - o[e]), expert(L.experts_gate_up, e), rows);
+      matmul(x.narrow(o[e], o[e + 1] - o[e]), expert(L.stacked_gate_up, e), rows);
     }
     silu_and_mul(gate_up, act);
     for (int e = 0; e < E; ++e) {
       if (o[e + 1] == o[e]) continue;
       Tensor rows = y.narrow(o[e], o[e + 1] - o[e]);
-      matmul(act.narrow(o[e], o[e + 1] - o[e]), expert(L.experts_down, e), rows);
+      matmul(act.narrow(o[e], o[e + 1] - o[e]), expert(L.stacked_down, e), rows);
     }
   }
   moe_combine(y, ids, weights, plan, out);

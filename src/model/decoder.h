@@ -124,8 +124,8 @@ class DecoderModel {
     // [E, 2 * F, hidden] and [E, hidden, F]), and the shared experts' MLP where there is one.
     Linear router;
     Tensor router_bias;
-    std::vector<Linear> expert_gate_up, expert_down;
-    Tensor experts_gate_up, experts_down;
+    std::vector<Linear> expert_gate_up, expert_down;  // CPU
+    Tensor stacked_gate_up, stacked_down;              // GPU
     Linear shared_gate_up, shared_down;
   };
   Layer load_layer(int i, const WeightSource& w, HostWeightArena& arena) const;
