@@ -5,8 +5,9 @@
 #   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput profile kv
 #   (default: all but profile and kv; kv needs SHAPES=gemma3-4b made by the models stage)
 # Environment: SHAPES (models), LATENCY_MODELS and HF_MODELS (default: llama-1b llama-8b),
-# NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT, THROUGHPUT_FLAGS,
-# PROFILE_MODEL, PROFILE_LAUNCHES.
+# THROUGHPUT_MODELS (default: llama-8b), NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT,
+# THROUGHPUT_FLAGS, PROFILE_MODEL, PROFILE_LAUNCHES, PROFILE_PREFILL (a prompt length: profile
+# that one prefill step instead of decode).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -66,21 +67,36 @@ fi
 if has throughput; then
   log throughput
   # OUTPUT_LENS="1 128" also times the prefill alone.
-  for olen in ${OUTPUT_LENS:-128}; do
-    timeout "${THROUGHPUT_TIMEOUT:-500}" python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp \
-      --model "$MODELS/llama-8b" --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 \
-      --output-len "$olen" ${THROUGHPUT_FLAGS:-} 2>"$OUT/throughput_$olen.log" | tee -a "$RESULTS"
+  for m in ${THROUGHPUT_MODELS:-llama-8b}; do
+    for olen in ${OUTPUT_LENS:-128}; do
+      timeout "${THROUGHPUT_TIMEOUT:-500}" python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp \
+        --model "$MODELS/$m" --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 \
+        --output-len "$olen" ${THROUGHPUT_FLAGS:-} 2>"$OUT/throughput_${m}_$olen.log" \
+        | sed "s/^{/{\"model\": \"$m\", /" | tee -a "$RESULTS"
+    done
   done
 fi
 if has profile; then
-  # Per-kernel times of eager decode (kernels serialised): PROFILE_MODEL, PROFILE_LAUNCHES.
+  # Per-kernel times of eager decode (kernels serialised): PROFILE_MODEL, PROFILE_LAUNCHES; or,
+  # with PROFILE_PREFILL=N, of N-token prefill steps: the prompt's, and the start-up's memory
+  # profile step of the same size (its tokens all id 0).
   log profile
   m=${PROFILE_MODEL:-llama-1b}
-  ncu --csv --print-units base --clock-control none --cache-control none \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum --launch-skip 2000 \
-    --launch-count "${PROFILE_LAUNCHES:-1000}" \
-    $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --max-tokens 40 --ignore-eos -q \
-    --enforce-eager "Hello" 2>"$OUT/profile_$m.log" | python3 tools/ncu_summary.py | tee "$OUT/profile_$m.txt"
+  if [ -n "${PROFILE_PREFILL:-}" ]; then
+    prompt=$(python3 -c "print('[' + ','.join(str(100 + i * 7 % 90000) for i in range(${PROFILE_PREFILL})) + ']')")
+    printf '{"prompt": %s, "max_tokens": 1}\n' "$prompt" > "$OUT/prefill_prompt.jsonl"
+    ncu --csv --print-units base --clock-control none --cache-control none \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+      $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --enforce-eager \
+      --max-num-batched-tokens "$PROFILE_PREFILL" --input "$OUT/prefill_prompt.jsonl" --output "$OUT/prefill_out.jsonl" \
+      2>"$OUT/profile_prefill_$m.log" | python3 tools/ncu_summary.py | tee "$OUT/profile_prefill_$m.txt"
+  else
+    ncu --csv --print-units base --clock-control none --cache-control none \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum --launch-skip 2000 \
+      --launch-count "${PROFILE_LAUNCHES:-1000}" \
+      $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --max-tokens 40 --ignore-eos -q \
+      --enforce-eager "Hello" 2>"$OUT/profile_$m.log" | python3 tools/ncu_summary.py | tee "$OUT/profile_$m.txt"
+  fi
 fi
 if has kv; then
   # KV cache capacity of the Gemma-3-4B shape at 8k context, hybrid groups against every

@@ -838,10 +838,10 @@ void DecoderModel::moe_experts_host(int layer, const Layer& L, const Tensor& h,
   }
 }
 
-// On a GPU nothing comes to the host up to kMoeGemvTokens tokens: the router's scores are
-// turned into each token's experts there, the routed rows grouped by expert, and each
-// projection is one grouped GEMV over the experts that have rows. Longer steps (prefills)
-// bring the rows per expert over and run one GEMM per expert on the grouped rows.
+// On a GPU nothing comes to the host: the router's scores are turned into each token's experts
+// there, the routed rows grouped by expert, and each projection is one grouped kernel over the
+// experts that have rows (runtime/cuda/moe.cu picks a GEMV or a tensor-core GEMM by the rows
+// per expert).
 void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h,
                                       Tensor& out) const {
   const MoeSpec& m = config_.moe;
@@ -871,30 +871,9 @@ void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h
   Tensor gate_up = Tensor::empty({S, 2 * F}, DType::F32, device_);
   Tensor act = Tensor::empty({S, F}, DType::F32, device_);
   Tensor y = Tensor::empty({S, H}, DType::F32, device_);
-  if (T <= kMoeGemvTokens) {
-    moe_matmul(h, plan.token, L.stacked_gate_up, plan, gate_up);
-    silu_and_mul(gate_up, act);
-    moe_matmul(act, Tensor(), L.stacked_down, plan, y);
-  } else {
-    const Tensor offsets = plan.offsets.to(kCpu);
-    const int32_t* o = offsets.data<int32_t>();
-    Tensor x = Tensor::empty({S, H}, DType::F32, device_);
-    embedding(plan.token, h, x);
-    const auto expert = [](const Tensor& w, int e) {
-      return w.narrow(e, 1).reshape({w.size(1), w.size(2)});
-    };
-    for (int e = 0; e < E; ++e) {
-      if (o[e + 1] == o[e]) continue;
-      Tensor rows = gate_up.narrow(o[e], o[e + 1] - o[e]);
-      matmul(x.narrow(o[e], o[e + 1] - o[e]), expert(L.stacked_gate_up, e), rows);
-    }
-    silu_and_mul(gate_up, act);
-    for (int e = 0; e < E; ++e) {
-      if (o[e + 1] == o[e]) continue;
-      Tensor rows = y.narrow(o[e], o[e + 1] - o[e]);
-      matmul(act.narrow(o[e], o[e + 1] - o[e]), expert(L.stacked_down, e), rows);
-    }
-  }
+  moe_matmul(h, plan.token, L.stacked_gate_up, plan, gate_up);
+  silu_and_mul(gate_up, act);
+  moe_matmul(act, Tensor(), L.stacked_down, plan, y);
   moe_combine(y, ids, weights, plan, out);
 }
 

@@ -151,11 +151,10 @@ class DecoderModel {
   void embed(const Tensor& ids, Tensor& out) const;
   void moe_block(int layer, const Layer& L, Scratch& s) const;
   // The routed experts' sum for each token of h into out: on the host's kernels, or all on the
-  // device (grouped GEMVs up to kMoeGemvTokens tokens, so graphs can hold the layer; beyond,
-  // one GEMM per expert, with the rows per expert brought to the host).
+  // device (grouped kernels over the experts, nothing brought to the host, so graphs can hold
+  // the layer).
   void moe_experts_host(int layer, const Layer& L, const Tensor& h, Tensor& out) const;
   void moe_experts_device(int layer, const Layer& L, const Tensor& h, Tensor& out) const;
-  static constexpr int kMoeGemvTokens = 64;
   // The most tokens a decode step may have to be captured in a graph (0: none).
   int max_graph_tokens() const;
   // residual += post_norm(out) * residual_multiplier, where out = lin(x); scratch `product`.

@@ -58,11 +58,10 @@ int64_t DecoderModel::measure_graph_arena(int max_model_len, int block_size,
   return graph_arena_bytes_ = most + 256;  // the arena's own start may need aligning
 }
 
-// Mixture-of-experts layers stay on the device up to kMoeGemvTokens tokens; a routing observer
-// (tests) copies each layer's margins to the host, which a graph cannot hold.
+// A routing observer (tests) copies each mixture-of-experts layer's margins to the host, which
+// a graph cannot hold.
 int DecoderModel::max_graph_tokens() const {
-  if (!has_moe()) return kMaxGraphTokens;
-  return routing_observer_ ? 0 : std::min(kMaxGraphTokens, kMoeGemvTokens);
+  return has_moe() && routing_observer_ ? 0 : kMaxGraphTokens;
 }
 
 struct DecoderModel::Graph {

@@ -102,6 +102,74 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
     }
 }
 
+// The experts' grouped projection: experts averaging more than 8 rows take the tensor-core
+// GEMM (x rounded to the weights' type; the reference rounds it the same way, so only the
+// order of the f32 sums differs), fewer rows the GEMV (x in f32). The routing leaves some
+// experts empty and gives expert 0 more than one 64-row tile; N = 200 leaves a partial column
+// tile, K = 72 is no whole number of the GEMM's 64-wide steps (the GEMV takes it at any size).
+TEST_F(CudaOps, MoeMatmulMatchesReference) {
+  struct Case { int64_t tokens, k, n; int top_k; };
+  const Case cases[] = {{300, 256, 200, 4}, {197, 128, 384, 6}, {8, 256, 200, 2}, {300, 72, 64, 4}};
+  const int E = 16, used = 12;  // experts 12..15 get no rows
+  for (DType dt : {DType::BF16, DType::F16})
+    for (const Case& c : cases) {
+      const int64_t S = c.tokens * c.top_k;
+      Tensor ids = Tensor::empty({c.tokens, c.top_k}, DType::I32);
+      for (int64_t t = 0; t < c.tokens; ++t)
+        for (int j = 0; j < c.top_k; ++j)  // distinct per token; expert 0 for every other token
+          ids.data<int32_t>()[t * c.top_k + j] =
+              j == 0 && t % 2 == 0 ? 0 : int32_t(1 + (t * 7 + j * 3) % (used - 1));
+      for (int64_t t = 0; t < c.tokens; ++t) {  // make each token's experts distinct
+        int32_t* row = ids.data<int32_t>() + t * c.top_k;
+        for (int j = 1; j < c.top_k; ++j)
+          while (std::find(row, row + j, row[j]) != row + j) row[j] = 1 + row[j] % (used - 1);
+      }
+      Tensor x = randn({c.tokens, c.k});
+      Tensor w32 = randn({E * c.n, c.k}, 0.1f);
+      Tensor w = to_half(w32, dt);
+      MoePlan plan;
+      const Tensor gids = ids.to(kGpu);
+      moe_align(gids, E, plan);
+      Tensor out = Tensor::empty({S, c.n}, DType::F32, kGpu);
+      Tensor wg = w.to(kGpu).reshape({E, c.n, c.k});
+      moe_matmul(x.to(kGpu), plan.token, wg, plan, out);
+      const Tensor got = host(out), token = host(plan.token), offsets = host(plan.offsets);
+      const bool gemm = S > 8 * std::min<int64_t>(S, E) && c.k % 64 == 0;
+      const Tensor xr = gemm ? widen(to_half(x, dt)) : x;
+      const Tensor wf = widen(w);
+      double worst = 0;
+      for (int e = 0; e < E; ++e) {
+        const int r0 = offsets.data<int32_t>()[e], r1 = offsets.data<int32_t>()[e + 1];
+        if (e >= used) {
+          EXPECT_EQ(r1, r0) << "expert " << e << " has no rows";
+        }
+        if (r1 == r0) continue;
+        Tensor xe = Tensor::empty({r1 - r0, c.k}, DType::F32);
+        for (int r = r0; r < r1; ++r)
+          std::copy_n(xr.data<float>() + token.data<int32_t>()[r] * c.k, c.k,
+                      xe.data<float>() + (r - r0) * c.k);
+        Tensor ref = Tensor::empty({r1 - r0, c.n}, DType::F32);
+        matmul(xe, wf.narrow(e * c.n, c.n), ref);
+        Tensor mine = Tensor::empty({r1 - r0, c.n}, DType::F32);
+        std::copy_n(got.data<float>() + r0 * c.n, (r1 - r0) * c.n, mine.data<float>());
+        worst = std::max(worst, rel_err(mine, ref));
+      }
+      EXPECT_LT(worst, gemm ? 1e-5 : 1e-6)
+          << dtype_name(dt) << " tokens=" << c.tokens << " k=" << c.k << " n=" << c.n;
+      // Rows already in grouped order (the down projection's input): the same bits.
+      Tensor xg = Tensor::empty({S, c.k}, DType::F32);
+      for (int64_t r = 0; r < S; ++r)
+        std::copy_n(x.data<float>() + token.data<int32_t>()[r] * c.k, c.k,
+                    xg.data<float>() + r * c.k);
+      Tensor out2 = Tensor::empty({S, c.n}, DType::F32, kGpu);
+      moe_matmul(xg.to(kGpu), Tensor(), wg, plan, out2);
+      const Tensor got2 = host(out2);
+      EXPECT_EQ(0, std::memcmp(got.raw(), got2.raw(), size_t(S * c.n) * sizeof(float)))
+          << "grouped rows in, " << dtype_name(dt) << " tokens=" << c.tokens;
+      EXPECT_GT(offsets.data<int32_t>()[1] - offsets.data<int32_t>()[0], gemm ? 64 : 0);
+    }
+}
+
 TEST_F(CudaOps, FusedMatmulsMatchCpu) {
   // Up to 8 rows the GPU runs each fusion as one GEMV, x in f32; the reference is the CPU's
   // plain ops on the weights widened to f32: the norm scale is applied after the dot product instead of before, so the bound

@@ -1,12 +1,16 @@
 // Mixture-of-experts ops on the device (runtime/ops.h): routing (one warp per token), the
-// grouping of routed rows by expert (one block), a grouped GEMV over the experts that have
-// rows (weights read once per 8 rows of an expert), and the weighted sum back into tokens.
-// Nothing goes to the host, so a decode step of a MoE model can be captured as a graph.
+// grouping of routed rows by expert (one block), the experts' projections over their grouped
+// rows, and the weighted sum back into tokens. The projections are a grouped GEMV (weights
+// read once per 8 rows of an expert, x kept in f32) while experts have few rows on average
+// (decode), else a grouped GEMM on tensor cores (x rounded to the weights' 16-bit type, as
+// the dense matmul does on cuBLASLt). Nothing goes to the host, so any step of a MoE model
+// can be captured as a graph.
 #include <climits>
 #include <type_traits>
 
 #include "runtime/cuda/common.cuh"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/mma.cuh"
 #include "runtime/ops.h"
 
 namespace vllm::cuda {
@@ -15,7 +19,6 @@ namespace {
 constexpr int kMaxGroups = 32;   // router groups, one per lane
 constexpr int kMaxTopK = 32;
 constexpr int kAlignThreads = 1024;
-constexpr int kAlignChunk = 4096;  // expert ids staged in shared memory at a time
 
 struct RouteArgs {
   const float* scores;
@@ -127,50 +130,60 @@ __global__ void moe_route_kernel(const RouteArgs a) {
   if (a.margins && lane == 0) a.margins[t] = margin;
 }
 
-// One block: thread e counts expert e's slots, then (after the offsets) places them in slot
-// order, so each expert's rows keep their tokens' order.
+// One block of kAlignThreads. Counts per expert (shared atomics), then the offsets (thread 0,
+// which also lists the experts with rows), then the placement, a chunk of kAlignThreads slots
+// at a time: a slot's row is its expert's offset, plus that expert's slots in earlier chunks,
+// in earlier warps of this chunk (per-warp counts in shared memory), and in earlier lanes of
+// its warp (__match_any_sync). So each expert's rows keep their slots' (tokens') order.
 __global__ void __launch_bounds__(kAlignThreads)
 moe_align_kernel(const int32_t* __restrict__ ids, int64_t slots, int top_k, int experts,
                  int32_t* __restrict__ token, int32_t* __restrict__ position,
                  int32_t* __restrict__ offsets, int32_t* __restrict__ active) {
+  extern __shared__ int32_t align_smem[];
+  int32_t* count = align_smem;                 // [experts]: all slots, then earlier chunks'
+  int32_t* start = align_smem + experts;       // [experts]: offsets
+  int32_t* warp_count = align_smem + 2 * experts;  // [kWarps][experts]: this chunk's
+  constexpr int kWarps = kAlignThreads / 32;
   pdl_begin();
-  __shared__ int32_t chunk[kAlignChunk];
-  __shared__ int32_t count[kAlignThreads];
-  const int e = threadIdx.x;
-  for (int pass = 0; pass < 2; ++pass) {
-    int32_t c = 0, row = 0;
-    if (pass == 1 && e < experts) row = offsets[e];
-    for (int64_t base = 0; base < slots; base += kAlignChunk) {
-      const int n = int(min(int64_t(kAlignChunk), slots - base));
-      __syncthreads();
-      for (int j = threadIdx.x; j < n; j += blockDim.x) chunk[j] = ids[base + j];
-      __syncthreads();
-      if (e >= experts) continue;
-      for (int j = 0; j < n; ++j) {
-        if (chunk[j] != e) continue;
-        if (pass == 0) {
-          ++c;
-        } else {
-          token[row] = int32_t((base + j) / top_k);
-          position[base + j] = row++;
-        }
-      }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
+  for (int i = threadIdx.x; i < kWarps * experts; i += blockDim.x) warp_count[i] = 0;
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < slots; j += blockDim.x) atomicAdd(&count[ids[j]], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t off = 0, n = 0;
+    for (int e = 0; e < experts; ++e) {
+      start[e] = offsets[e] = off;
+      off += count[e];
+      if (count[e] > 0) active[1 + n++] = e;
+      count[e] = 0;
     }
-    if (pass == 0) {
-      if (e < experts) count[e] = c;
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        int32_t off = 0, n = 0;
-        for (int x = 0; x < experts; ++x) {
-          offsets[x] = off;
-          off += count[x];
-          if (count[x] > 0) active[1 + n++] = x;
-        }
-        offsets[experts] = off;
-        active[0] = n;
-      }
-      __syncthreads();  // offsets, before the second pass reads them
+    offsets[experts] = off;
+    active[0] = n;
+  }
+  __syncthreads();
+  for (int64_t base = 0; base < slots; base += blockDim.x) {
+    const int64_t j = base + threadIdx.x;
+    const int32_t id = j < slots ? ids[j] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, id);
+    const int below = __popc(peers & ((1u << lane) - 1));
+    if (id >= 0 && below == 0) warp_count[warp * experts + id] = __popc(peers);
+    __syncthreads();
+    if (id >= 0) {
+      int32_t row = start[id] + count[id] + below;
+      for (int w = 0; w < warp; ++w) row += warp_count[w * experts + id];
+      token[row] = int32_t(j / top_k);
+      position[j] = row;
     }
+    __syncthreads();
+    // Carry this chunk's counts and clear its per-warp entries for the next chunk.
+    for (int e = threadIdx.x; e < experts; e += blockDim.x)
+      for (int w = 0; w < kWarps; ++w) {
+        count[e] += warp_count[w * experts + e];
+        warp_count[w * experts + e] = 0;
+      }
+    __syncthreads();
   }
 }
 
@@ -262,6 +275,142 @@ moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restr
   }
 }
 
+// The grouped GEMM: block (x, y) computes a kGemmM x kGemmN tile of out, columns from x, rows
+// from the y-th tile of the expert-sorted rows (each expert's rows cut into tiles of kGemmM;
+// blocks past the last tile return). Four warps, each 32 x 64 of the tile; K in steps of
+// kGemmK through a kGemmStages-deep cp.async pipeline; A (the rows, in the weights' type) and
+// B (the expert's weight rows) in shared memory as 128-byte rows of swizzled 16-byte chunks.
+constexpr int kGemmM = 64;
+constexpr int kGemmN = 128;
+constexpr int kGemmK = 64;
+constexpr int kGemmStages = 3;
+constexpr int kGemmThreads = 128;
+constexpr int kGemmChunks = kGemmK / 8;  // 16-byte chunks per shared row
+constexpr size_t kGemmStageBytes = size_t(kGemmM + kGemmN) * kGemmK * 2;
+constexpr size_t kGemmSmem = kGemmStages * kGemmStageBytes;
+// The GEMV while the experts average at most this many rows (it reads an expert's weights
+// once per 8 rows, in f32 against x in f32), the GEMM beyond.
+constexpr int kGemvMaxMeanRows = 8;
+
+// xb[r, :] = x[rows[r], :] (rows undefined: x[r, :]) rounded to C, one block per row.
+template <typename C>
+__global__ void moe_gather_rows_kernel(const float* __restrict__ x, int64_t ldx,
+                                       const int32_t* __restrict__ rows, int64_t count, int64_t k,
+                                       C* __restrict__ xb) {
+  pdl_begin();
+  for (int64_t r = blockIdx.x; r < count; r += gridDim.x) {
+    const float* src = x + int64_t(rows ? rows[r] : r) * ldx;
+    C* dst = xb + r * k;
+    for (int64_t i = 4 * threadIdx.x; i < k; i += 4 * blockDim.x) store4(dst + i, load4(src + i));
+  }
+}
+
+template <typename C>
+__global__ void __launch_bounds__(kGemmThreads)
+moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, int64_t k,
+                const int32_t* __restrict__ offsets, int experts, float* __restrict__ out) {
+  extern __shared__ uint4 smem4[];
+  __shared__ int tile[3];  // expert, first row, end of the expert's rows
+  pdl_begin();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (threadIdx.x == 0) tile[0] = -1;
+  __syncthreads();
+  if (warp == 0) {
+    // Find the expert whose tiles hold tile y: a running prefix sum of ceil(rows / kGemmM).
+    const int y = int(blockIdx.y);
+    int base = 0;
+    for (int e0 = 0; e0 < experts && base <= y; e0 += 32) {
+      const int e = e0 + lane;
+      const int r0 = e < experts ? offsets[e] : 0, r1 = e < experts ? offsets[e + 1] : 0;
+      const int tiles = (r1 - r0 + kGemmM - 1) / kGemmM;
+      int inc = tiles;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += v;
+      }
+      const int first = base + inc - tiles;
+      if (y >= first && y < first + tiles) tile[0] = e, tile[1] = r0 + (y - first) * kGemmM, tile[2] = r1;
+      base += __shfl_sync(0xffffffffu, inc, 31);
+    }
+  }
+  __syncthreads();
+  const int e = tile[0];
+  if (e < 0) return;
+  const int m0 = tile[1], m1 = tile[2];
+  const int64_t n0 = int64_t(blockIdx.x) * kGemmN;
+  const C* we = w + int64_t(e) * n * k;
+  uint4* sa = smem4;                                  // [stages][kGemmM rows][kGemmChunks]
+  uint4* sb = smem4 + kGemmStages * kGemmM * kGemmChunks;  // [stages][kGemmN rows][kGemmChunks]
+
+  const int ktiles = int(k / kGemmK);
+  const auto load = [&](int stage, int kt) {
+    const int64_t k0 = int64_t(kt) * kGemmK;
+    for (int i = threadIdx.x; i < kGemmM * kGemmChunks; i += kGemmThreads) {
+      const int r = i / kGemmChunks, c = i % kGemmChunks;
+      const bool ok = m0 + r < m1;
+      const C* src = xb + int64_t(ok ? m0 + r : m0) * k + k0 + c * 8;
+      cp_async16(&sa[stage * kGemmM * kGemmChunks + swizzle<kGemmK>(r, c)], src, ok);
+    }
+    for (int i = threadIdx.x; i < kGemmN * kGemmChunks; i += kGemmThreads) {
+      const int r = i / kGemmChunks, c = i % kGemmChunks;
+      const bool ok = n0 + r < n;
+      const C* src = we + (ok ? n0 + r : n0) * k + k0 + c * 8;
+      cp_async16(&sb[stage * kGemmN * kGemmChunks + swizzle<kGemmK>(r, c)], src, ok);
+    }
+  };
+
+  const int wm = (warp / 2) * 32, wn = (warp % 2) * 64;  // the warp's corner in the tile
+  float acc[2][8][4] = {};
+#pragma unroll
+  for (int s = 0; s < kGemmStages - 1; ++s) {
+    if (s < ktiles) load(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<kGemmStages - 2>();
+    __syncthreads();  // tile kt is in; every warp is done with the stage refilled below
+    const int next = kt + kGemmStages - 1;
+    if (next < ktiles) load(next % kGemmStages, next);
+    cp_async_commit();
+    const uint4* a = sa + (kt % kGemmStages) * kGemmM * kGemmChunks;
+    const uint4* b = sb + (kt % kGemmStages) * kGemmN * kGemmChunks;
+#pragma unroll
+    for (int kk = 0; kk < kGemmK / 16; ++kk) {
+      uint32_t af[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        ldmatrix_x4(af[i], &a[swizzle<kGemmK>(wm + i * 16 + lane % 16, kk * 2 + lane / 16)]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        uint32_t bf[4];
+        ldmatrix_x4(bf, &b[swizzle<kGemmK>(wn + j * 16 + lane % 8 + 8 * (lane / 16),
+                                           kk * 2 + (lane / 8) % 2)]);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          mma<C>(acc[i][2 * j], af[i], bf[0], bf[1]);
+          mma<C>(acc[i][2 * j + 1], af[i], bf[2], bf[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  // Accumulator (i, j): rows wm + 16 i + lane / 4 (+ 8), columns wn + 8 j + 2 (lane % 4) + {0, 1}.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = m0 + wm + i * 16 + lane / 4 + 8 * h;
+      if (row >= m1) continue;
+      float* o = out + int64_t(row) * n;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int64_t col = n0 + wn + j * 8 + 2 * (lane % 4);
+        if (col < n) *reinterpret_cast<float2*>(o + col) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+      }
+    }
+  }
+}
+
 // Block (t, y): 256 columns of token t (one per thread, so that the loads of a token's rows
 // are in flight together): its experts' rows, weighted, summed in ascending expert order.
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
@@ -308,11 +457,12 @@ void CudaBackend::moe_route(const Tensor& scores, const Tensor& bias, const MoeR
 }
 
 void CudaBackend::moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
-  VLLM_CHECK(num_experts <= kAlignThreads, "moe_align on CUDA: at most ", kAlignThreads,
-             " experts");
-  const int threads = (num_experts + 31) / 32 * 32;
-  launch(moe_align_kernel, dim3(1), dim3(threads), 0, stream_, ids.data<int32_t>(), ids.numel(),
-         int(ids.size(1)), num_experts, plan.token.data<int32_t>(),
+  const size_t smem = size_t(2 + kAlignThreads / 32) * num_experts * sizeof(int32_t);
+  VLLM_CHECK(smem <= 200 * 1024, "moe_align on CUDA: ", num_experts, " experts is too many");
+  VLLM_CUDA_CHECK(cudaFuncSetAttribute(moe_align_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  launch(moe_align_kernel, dim3(1), dim3(kAlignThreads), smem, stream_, ids.data<int32_t>(),
+         ids.numel(), int(ids.size(1)), num_experts, plan.token.data<int32_t>(),
          plan.position.data<int32_t>(), plan.offsets.data<int32_t>(),
          plan.active.data<int32_t>());
 }
@@ -320,21 +470,47 @@ void CudaBackend::moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
 void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
                              const MoePlan& plan, Tensor& out) {
   const int64_t S = out.size(0), n = w.size(1), k = w.size(2);
+  const int E = int(w.size(0));
   if (S == 0) return;
   const int64_t per = 16 / dtype_info(w.dtype()).block_bytes;
   VLLM_CHECK(k % per == 0 && x.stride_bytes(0) % 16 == 0 &&
                  reinterpret_cast<uintptr_t>(x.data<float>()) % 16 == 0,
              "moe_matmul on CUDA: rows of ", k, " must be whole 16-byte pieces, aligned");
-  // At most S experts have rows: blocks beyond the active count return at once.
-  const dim3 grid(unsigned((n + kGemvColumns - 1) / kGemvColumns),
-                  unsigned(std::min<int64_t>(S, w.size(0))));
   const int32_t* r = rows.defined() ? rows.data<int32_t>() : nullptr;
-  dispatch_float_type(w.dtype(), [&](auto* tag) {
-    using W = std::remove_pointer_t<decltype(tag)>;
-    launch(moe_gemv_kernel<W>, grid, dim3(kGemvWarps * 32), 0, stream_, x.data<float>(),
-           x.stride_bytes(0) / int64_t(sizeof(float)), r, w.data<W>(), n, k,
-           plan.offsets.data<int32_t>(), plan.active.data<int32_t>(), out.data<float>());
-  });
+  const int64_t ldx = x.stride_bytes(0) / int64_t(sizeof(float));
+  const int64_t most_experts = std::min<int64_t>(S, E);  // at most S experts have rows
+  const bool gemm = w.dtype() != DType::F32 && k % kGemmK == 0 && n % 2 == 0 &&
+                    S > kGemvMaxMeanRows * most_experts;
+  if (!gemm) {
+    // Blocks beyond the active count return at once.
+    const dim3 grid(unsigned((n + kGemvColumns - 1) / kGemvColumns), unsigned(most_experts));
+    dispatch_float_type(w.dtype(), [&](auto* tag) {
+      using W = std::remove_pointer_t<decltype(tag)>;
+      launch(moe_gemv_kernel<W>, grid, dim3(kGemvWarps * 32), 0, stream_, x.data<float>(), ldx, r,
+             w.data<W>(), n, k, plan.offsets.data<int32_t>(), plan.active.data<int32_t>(),
+             out.data<float>());
+    });
+    return;
+  }
+  // Each expert's rows end in at most one partial tile.
+  const int64_t tiles = (S + kGemmM - 1) / kGemmM + most_experts;
+  VLLM_CHECK(tiles <= 65535, "moe_matmul on CUDA: ", S, " rows is too many for one step");
+  const auto run = [&](auto* tag) {
+    using C = std::remove_pointer_t<decltype(tag)>;
+    Tensor xb = Tensor::empty({S, k}, w.dtype(), x.device());
+    launch(moe_gather_rows_kernel<C>, dim3(unsigned(std::min<int64_t>(S, 65535))), dim3(128), 0,
+           stream_, x.data<float>(), ldx, r, S, k, static_cast<C*>(xb.raw()));
+    VLLM_CUDA_CHECK(cudaFuncSetAttribute(moe_gemm_kernel<C>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(kGemmSmem)));
+    launch(moe_gemm_kernel<C>, dim3(unsigned((n + kGemmN - 1) / kGemmN), unsigned(tiles)),
+           dim3(kGemmThreads), kGemmSmem, stream_, static_cast<const C*>(xb.raw()),
+           static_cast<const C*>(w.raw()), n, k, plan.offsets.data<int32_t>(), E,
+           out.data<float>());
+  };
+  if (w.dtype() == DType::BF16) run(static_cast<__nv_bfloat16*>(nullptr));
+  else if (w.dtype() == DType::F16) run(static_cast<__half*>(nullptr));
+  else throw Error("moe_matmul on CUDA: weights of type " + std::string(dtype_name(w.dtype())));
 }
 
 void CudaBackend::moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,
