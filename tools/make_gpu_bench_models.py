@@ -7,7 +7,8 @@ bf16), saved as safetensors + config.json, with the tokenizer files beside them 
 that the same directory is read by our loader and by transformers.
 
     python3 tools/make_gpu_bench_models.py --out /tmp/models [--tokenizer DIR] [--shapes 1b,8b]
-    (shapes: 1b, 8b, gemma3-4b, qwen3-moe-8l, deepseek-v2-lite-8l)
+    (shapes: 1b, 8b, gemma3-4b, qwen3-moe-8l, deepseek-v2-lite-8l, and the whole-depth
+    qwen3-30b-a3b (48 layers, 30.4 B parameters) and deepseek-v2-lite (27 layers, 15.4 B))
 """
 import argparse
 import json
@@ -60,6 +61,8 @@ SHAPES = {
                       "beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
         tie_word_embeddings=False, bos_token_id=128000, eos_token_id=128001),
 }
+SHAPES["qwen3-30b-a3b"] = dict(SHAPES["qwen3-moe-8l"], num_hidden_layers=48)
+SHAPES["deepseek-v2-lite"] = dict(SHAPES["deepseek-v2-lite-8l"], num_hidden_layers=27)
 
 
 def main():
@@ -77,7 +80,7 @@ def main():
         elif name.startswith("deepseek-v2"):
             cfg = DeepseekV2Config(torch_dtype="bfloat16", **SHAPES[name])
             cls, d = DeepseekV2ForCausalLM, name
-        elif name.startswith("qwen3-moe"):
+        elif name.startswith("qwen3"):
             cfg = Qwen3MoeConfig(torch_dtype="bfloat16", **SHAPES[name])
             cls, d = Qwen3MoeForCausalLM, name
         else:

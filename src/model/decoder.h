@@ -150,6 +150,9 @@ class DecoderModel {
   void mlp_block(int layer, const Layer& L, Scratch& s) const;
   void embed(const Tensor& ids, Tensor& out) const;
   void moe_block(int layer, const Layer& L, Scratch& s) const;
+  void mla_attend(const Tensor& rows, int64_t v_dim, const AttentionMeta& a, int window,
+                  Scratch& s) const;
+  static constexpr int kMlaPrefillRows = 16;
   // The routed experts' sum for each token of h into out: on the host's kernels, or all on the
   // device (grouped kernels over the experts, nothing brought to the host, so graphs can hold
   // the layer).

@@ -38,6 +38,11 @@ void Backend::moe_combine(const Tensor&, const Tensor&, const Tensor&, const Moe
   throw Error(device().str() + " has no moe_combine");
 }
 
+void Backend::mla_prefill_attention(const Tensor&, const Tensor&, const AttentionMeta&, int, int,
+                                    float, int, Tensor&) {
+  throw Error(device().str() + " has no mla_prefill_attention");
+}
+
 void Backend::sample_rows(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   throw Error(device().str() + " samples on the host (model/sampler.h), not with sample_rows");
 }

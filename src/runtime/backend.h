@@ -77,6 +77,9 @@ class Backend {
                           const MoePlan& plan, Tensor& out);
   virtual void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,
                            const MoePlan& plan, Tensor& out);
+  virtual void mla_prefill_attention(const Tensor& q, const Tensor& cache,
+                                     const AttentionMeta& meta, int seq, int v_dim, float scale,
+                                     int sliding_window, Tensor& out);
   virtual void softmax(const Tensor& x, Tensor& out) = 0;
   virtual void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache,
                                  Tensor& v_cache, const Tensor& slot_mapping) = 0;

@@ -369,6 +369,22 @@ void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoeP
   backend_for(out.device()).moe_matmul(x, rows, w, plan, out);
 }
 
+void mla_prefill_attention(const Tensor& q, const Tensor& cache, const AttentionMeta& meta,
+                           int seq, int v_dim, float scale, int sliding_window, Tensor& out) {
+  expect(q, "q", 3, DType::F32);
+  expect(out, "out", 3, DType::F32);
+  VLLM_CHECK(cache.ndim() == 4 && cache.size(2) == 1 && cache.size(3) == q.size(2) &&
+                 v_dim > 0 && v_dim <= q.size(2) && seq >= 0 && seq < meta.num_seqs() &&
+                 out.size(0) == q.size(0) && out.size(1) == q.size(1) && out.size(2) == v_dim &&
+                 q.size(0) == meta.query_start_loc[seq + 1] - meta.query_start_loc[seq] &&
+                 q.size(0) <= meta.seq_lens[seq],
+             "mla_prefill_attention: q ", q.shape_str(), " cache ", cache.shape_str(), " out ",
+             out.shape_str(), " sequence ", seq);
+  VLLM_CHECK(q.is_contiguous() && out.is_contiguous(), "mla_prefill_attention: q and out must be packed");
+  same_device(q, out);
+  backend_for(out.device()).mla_prefill_attention(q, cache, meta, seq, v_dim, scale, sliding_window, out);
+}
+
 void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights, const MoePlan& plan,
                  Tensor& out) {
   expect(y, "y", 2, DType::F32);

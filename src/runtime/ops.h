@@ -174,6 +174,16 @@ void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoeP
 // y[position[t * k + j], :]: y [S, H] f32 in grouped order, ids / weights [T, k], out [T, H].
 void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights, const MoePlan& plan,
                  Tensor& out);
+// MLA attention of one sequence of `meta` (index seq) by materialized scores, for its prefill:
+// q [Tq, H, Dk] f32 are all of that sequence's query rows (the last Tq of its seq_lens
+// positions), cache [num_blocks, block_size, 1, Dk] its layer's latent rows (the value is a
+// row's leading v_dim lanes). The rows are gathered into one key matrix shared by all heads, the
+// scores of every (token, head) row are one GEMM, then a causal (and windowed) softmax, then
+// out [Tq, H, v_dim] = P V, a second GEMM, both on tensor cores for a 16-bit cache (q and P
+// rounded to its type, as matmul does). Backends without it throw (the CPU's paged_attention
+// takes every step).
+void mla_prefill_attention(const Tensor& q, const Tensor& cache, const AttentionMeta& meta,
+                           int seq, int v_dim, float scale, int sliding_window, Tensor& out);
 // Row-wise softmax over the last dim of x[R, C].
 void softmax(const Tensor& x, Tensor& out);
 // Writes k, v [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] (f32, or f16 / bf16

@@ -136,3 +136,54 @@ TEST(TinyMoeLongStep, CudaMatchesCpu) {
     std::printf("%s, 150-token step: CUDA against CPU %.2e (bar %.0e)\n", arch.c_str(), err, kBar);
   }
 }
+
+// MLA on CUDA splits a step: the leading sequences with few query rows take the paged kernel,
+// those from the first long one on take mla_prefill_attention's GEMMs. Two steps of three
+// sequences (short, long, short; then a decode, a 20-token chunk over 40 cached rows, a decode)
+// on CUDA against the CPU, every row's logits.
+TEST(TinyMlaMixedSteps, CudaMatchesCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  const int bs = 16;
+  struct Seq { int start, len; std::vector<int32_t> table; };
+  // Step 1: lengths 3, 40, 5 from position 0; step 2: 1, 20, 1 more.
+  const std::vector<std::vector<Seq>> steps = {
+      {{0, 3, {0, 0, 0, 0}}, {0, 40, {1, 2, 3, 4}}, {0, 5, {5, 0, 0, 0}}},
+      {{3, 1, {0, 0, 0, 0}}, {40, 20, {1, 2, 3, 4}}, {5, 1, {5, 0, 0, 0}}}};
+  for (const std::string arch : {"deepseek_v2", "deepseek_v3"}) {
+    LoadedModel cpu = load_model(kDir + arch, {}, kCpu);
+    LoadedModel gpu = load_model(kDir + arch, {}, parse_device("cuda"));
+    const int vocab = cpu.config().vocab_size;
+    KvCache cpu_cache = cpu.model->allocate_kv_cache(8, bs);
+    KvCache gpu_cache = gpu.model->allocate_kv_cache(8, bs);
+    for (size_t step = 0; step < steps.size(); ++step) {
+      ForwardBatch b;
+      for (size_t g = 0; g < cpu.model->kv_cache_groups().size(); ++g) {
+        b.slot_mappings.emplace_back();
+        AttentionMeta& a = b.attn.emplace_back();
+        a.query_start_loc = {0};
+        a.max_blocks_per_seq = 4;
+      }
+      for (const Seq& s : steps[step]) {
+        for (int i = 0; i < s.len; ++i) {
+          const int pos = s.start + i;
+          b.token_ids.push_back(static_cast<int32_t>((pos * 31 + s.table[0] * 7 + 3) % vocab));
+          b.positions.push_back(pos);
+          b.logits_indices.push_back(static_cast<int>(b.token_ids.size()) - 1);
+          for (auto& slots : b.slot_mappings) slots.push_back(s.table[pos / bs] * bs + pos % bs);
+        }
+        for (AttentionMeta& a : b.attn) {
+          a.query_start_loc.push_back(a.query_start_loc.back() + s.len);
+          a.seq_lens.push_back(s.start + s.len);
+          a.block_tables.insert(a.block_tables.end(), s.table.begin(), s.table.end());
+        }
+      }
+      const Tensor want = cpu.model->forward(b, cpu_cache);
+      const Tensor got = gpu.model->forward(b, gpu_cache).to(kCpu);
+      const double err = rel_error(got.data<float>(), want.data<float>(),
+                                   int64_t(b.token_ids.size()), vocab);
+      EXPECT_LE(err, kBar) << arch << " step " << step;
+      std::printf("%s, mixed step %zu: CUDA against CPU %.2e (bar %.0e)\n", arch.c_str(), step,
+                  err, kBar);
+    }
+  }
+}

@@ -59,6 +59,9 @@ class CudaBackend final : public Backend {
                   Tensor& out) override;
   void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,
                    const MoePlan& plan, Tensor& out) override;
+  void mla_prefill_attention(const Tensor& q, const Tensor& cache, const AttentionMeta& meta,
+                             int seq, int v_dim, float scale, int sliding_window,
+                             Tensor& out) override;
   void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                          const Tensor& slot_mapping) override;
   bool rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
@@ -78,7 +81,10 @@ class CudaBackend final : public Backend {
   struct GemmPlan;  // cuBLASLt descriptors and the chosen algorithm for one problem
   // m, n, k, weight dtype, x row stride, out row stride, out dtype.
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int>;
-  const GemmPlan& gemm_plan(const GemmKey& key);
+  // The cached plan for key (made on first use); the cache is emptied when it reaches
+  // kMaxGemmPlans, so that a long-running server's distinct prefill shapes cannot grow it.
+  std::shared_ptr<const GemmPlan> gemm_plan(const GemmKey& key);
+  static constexpr size_t kMaxGemmPlans = 4096;
   // The GEMV where it applies, else cuBLASLt; false (nothing done) for a fusion neither has.
   bool run_matmul(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& fusion);
   void gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta);

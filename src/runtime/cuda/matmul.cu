@@ -89,10 +89,11 @@ struct CudaBackend::GemmPlan {
 
 // Column-major view: out^T [N, M] = op(w)[N, K] * x^T [K, M], w stored [N, K] row-major, i.e.
 // a K x N column-major matrix used transposed.
-const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key) {
+std::shared_ptr<const CudaBackend::GemmPlan> CudaBackend::gemm_plan(const GemmKey& key) {
   std::lock_guard<std::mutex> lock(plans_mutex_);
   auto it = plans_.find(key);
-  if (it != plans_.end()) return *it->second;
+  if (it != plans_.end()) return it->second;
+  if (plans_.size() >= kMaxGemmPlans) plans_.clear();
   const auto [m, n, k, dt, ldb, ldc, out_dt] = key;
   const cudaDataType_t ab = cuda_type(static_cast<DType>(dt));
   auto plan = std::make_shared<GemmPlan>();
@@ -116,7 +117,7 @@ const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key) {
   VLLM_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no algorithm for ", m, "x",
              n, "x", k, " in ", dtype_name(static_cast<DType>(dt)));
   plan->algo = result.algo;
-  return *plans_.emplace(key, std::move(plan)).first->second;
+  return plans_.emplace(key, std::move(plan)).first->second;
 }
 
 // The GEMV covers every fusion; cuBLASLt covers accumulation (beta = 1).
@@ -201,12 +202,13 @@ void CudaBackend::gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta
              dtype_name(out.dtype()));
   const Tensor b = x.dtype() == wt ? x : to_weight_type(x, wt, nullptr, 0.0f);
   const int64_t k = b.size(1);
-  const GemmPlan& plan = gemm_plan({m, n, k, static_cast<int>(wt), row_stride(b),
-                                    row_stride(out), static_cast<int>(out.dtype())});
+  const std::shared_ptr<const GemmPlan> plan =
+      gemm_plan({m, n, k, static_cast<int>(wt), row_stride(b), row_stride(out),
+                 static_cast<int>(out.dtype())});
   const float alpha = 1.0f;
-  VLLM_LT_CHECK(lt().cublasLtMatmul(lt_, plan.desc, &alpha, w.raw(), plan.a, b.raw(), plan.b, &beta,
-                               out.raw(), plan.c, out.raw(), plan.c, &plan.algo, workspace_,
-                               workspace_bytes_, stream_));
+  VLLM_LT_CHECK(lt().cublasLtMatmul(lt_, plan->desc, &alpha, w.raw(), plan->a, b.raw(), plan->b,
+                                    &beta, out.raw(), plan->c, out.raw(), plan->c, &plan->algo,
+                                    workspace_, workspace_bytes_, stream_));
 }
 
 }  // namespace vllm::cuda
