@@ -663,38 +663,34 @@ void DecoderModel::mla_attention_block(const Layer& L, int i, const StepInputs& 
   add_block_output(L.o, s.attn.merge_last(), L.attn_post_norm, s.block_out, s.residual);
 }
 
-// s.out_latent = attention of s.q_latent over the latent rows. On a GPU, sequences from the
-// first with kMlaPrefillRows query rows or more (a step's decodes come first) take
-// mla_prefill_attention, whose GEMMs run on tensor cores; the paged kernel serves the others.
-// So on a GPU a token's arithmetic depends on the query length of its sequence in the step.
+// s.out_latent = attention of s.q_latent over the latent rows. On a GPU, sequences with
+// kMlaPrefillRows query rows or more take mla_prefill_attention, whose GEMMs run on tensor
+// cores; the paged kernel serves the others (and leaves those rows alone). So on a GPU a
+// token's arithmetic depends on the query length of its sequence in the step.
 void DecoderModel::mla_attend(const Tensor& rows, int64_t v_dim, const AttentionMeta& a,
                               int window, Scratch& s) const {
   const float scale = static_cast<float>(config_.softmax_scale());
   const Tensor values = rows.slice(3, 0, v_dim);
   const int n = a.num_seqs();
-  int first = 0;
+  const auto q_len = [&](int b) { return a.query_start_loc[b + 1] - a.query_start_loc[b]; };
+  int long_seqs = 0;
   if (device_.kind != DeviceKind::Cpu)
-    while (first < n && a.query_start_loc[first + 1] - a.query_start_loc[first] < kMlaPrefillRows)
-      ++first;
-  else
-    first = n;
-  if (first == n) {
+    for (int b = 0; b < n; ++b) long_seqs += q_len(b) >= kMlaPrefillRows;
+  if (long_seqs == 0) {
     paged_attention(s.q_latent, rows, values, a, scale, window, s.out_latent);
     return;
   }
-  if (first > 0) {  // the leading short sequences: a prefix of the step's rows and metadata
-    AttentionMeta head = a;
-    head.query_start_loc.resize(first + 1);
-    head.seq_lens.resize(first);
-    head.block_tables.resize(size_t(first) * a.max_blocks_per_seq);
-    const int64_t t = a.query_start_loc[first];
-    Tensor out = s.out_latent.narrow(0, t);
-    paged_attention(s.q_latent.narrow(0, t), rows, values, head, scale, window, out);
+  if (long_seqs < n) {
+    AttentionMeta short_only = a;
+    short_only.skip_queries_from = kMlaPrefillRows;
+    paged_attention(s.q_latent, rows, values, short_only, scale, window, s.out_latent);
   }
-  for (int b = first; b < n; ++b) {
-    const int64_t t0 = a.query_start_loc[b], t = a.query_start_loc[b + 1] - t0;
-    Tensor out = s.out_latent.narrow(t0, t);
-    mla_prefill_attention(s.q_latent.narrow(t0, t), rows, a, b, int(v_dim), scale, window, out);
+  for (int b = 0; b < n; ++b) {
+    if (q_len(b) < kMlaPrefillRows) continue;
+    const int64_t t0 = a.query_start_loc[b];
+    Tensor out = s.out_latent.narrow(t0, q_len(b));
+    mla_prefill_attention(s.q_latent.narrow(t0, q_len(b)), rows, a, b, int(v_dim), scale,
+                          window, out);
   }
 }
 

@@ -472,6 +472,8 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
              v_cache.shape_str());
   VLLM_CHECK(q.size(2) == k_cache.size(3) && q.size(1) % k_cache.size(2) == 0,
              "q ", q.shape_str(), " vs cache ", k_cache.shape_str());
+  VLLM_CHECK(meta.skip_queries_from == 0 || q.device().kind != DeviceKind::Cpu,
+             "paged_attention on the CPU computes every sequence (skip_queries_from)");
   const int n = meta.num_seqs();
   VLLM_CHECK(static_cast<int>(meta.query_start_loc.size()) == n + 1 &&
                  meta.query_start_loc[0] == 0 && meta.query_start_loc[n] == q.size(0),

@@ -57,6 +57,10 @@ struct AttentionMeta {
   // > 0: an upper bound on seq_lens that kernels size their launch by instead of the actual
   // values, so that a captured graph fits every step it is replayed for.
   int max_seq_len_bound = 0;
+  // > 0: paged_attention leaves the output rows of sequences with at least this many query
+  // rows as they are (CUDA's MLA kernel only; the caller computes them with
+  // mla_prefill_attention).
+  int skip_queries_from = 0;
   int num_seqs() const { return static_cast<int>(seq_lens.size()); }
 };
 

@@ -137,8 +137,8 @@ TEST(TinyMoeLongStep, CudaMatchesCpu) {
   }
 }
 
-// MLA on CUDA splits a step: the leading sequences with few query rows take the paged kernel,
-// those from the first long one on take mla_prefill_attention's GEMMs. Two steps of three
+// MLA on CUDA splits a step: sequences with few query rows take the paged kernel (which skips
+// the others), those with 16 or more mla_prefill_attention's GEMMs. Two steps of three
 // sequences (short, long, short; then a decode, a 20-token chunk over 40 cached rows, a decode)
 // on CUDA against the CPU, every row's logits.
 TEST(TinyMlaMixedSteps, CudaMatchesCpu) {

@@ -176,6 +176,9 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     a.v_slot = row_stride(v_cache, 1);
     a.scale = scale;
     a.window = sliding_window;
+    a.skip_queries_from = meta.skip_queries_from;
+    VLLM_CHECK(mla || meta.skip_queries_from == 0,
+               "skip_queries_from is for MLA's latent attention only");
     const int max_seq = meta.max_seq_len_bound > 0
                             ? meta.max_seq_len_bound
                             : *std::max_element(meta.seq_lens.begin(), meta.seq_lens.end());

@@ -26,6 +26,7 @@ struct AttnArgs {
   int64_t k_slot, v_slot;  // cache elements from one slot (token) to the next
   float scale;
   int window;
+  int skip_queries_from;  // > 0: sequences with this many query rows or more are left alone
   float* part_o;   // [T, Hq, splits, v_dim] unnormalised, when split
   float* part_ml;  // [T, Hq, splits, 2] running max and sum
 };

@@ -49,6 +49,7 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(const AttnArgs<
     if (a.query_start_loc[mid] <= t) b = mid; else hi = mid - 1;
   }
   const int q_len = a.query_start_loc[b + 1] - a.query_start_loc[b];
+  if (a.skip_queries_from > 0 && q_len >= a.skip_queries_from) return;
   const int pos = a.seq_lens[b] - q_len + (t - a.query_start_loc[b]);
   const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
   const int chunk = (pos - first + 1 + splits - 1) / splits;
