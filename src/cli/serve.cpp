@@ -230,6 +230,22 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(0, 3600))->capture_default_str();
   cmd->add_option("--max-request-body-bytes", c.max_body_bytes, "Larger bodies get 413")
       ->check(CLI::Range(1024.0, 1e10))->capture_default_str();
+  server::ConnectionLimits& lim = c.connection_limits;
+  cmd->add_option("--max-connections", lim.max_connections,
+                  "Connections open at once; beyond it a new one gets a 503")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--request-head-timeout", lim.head_timeout_s,
+                  "Seconds to read a request's line and headers once it starts")
+      ->check(CLI::Range(1, 3600))->capture_default_str();
+  cmd->add_option("--request-body-timeout", lim.body_timeout_s,
+                  "Seconds to read a request's body after its headers")
+      ->check(CLI::Range(1, 3600))->capture_default_str();
+  cmd->add_option("--timeout-keep-alive", lim.keep_alive_timeout_s,
+                  "Seconds an idle kept-alive connection waits for its next request")
+      ->check(CLI::Range(1, 3600))->capture_default_str();
+  cmd->add_option("--write-timeout", lim.write_timeout_s,
+                  "Seconds a client may read nothing of a response before it is dropped")
+      ->check(CLI::Range(1, 3600))->capture_default_str();
   cmd->callback([a] {
     if (a->config.enable_auto_tool_choice && a->config.tool_call_parser.empty())
       throw CLI::ValidationError("--enable-auto-tool-choice",

@@ -56,14 +56,6 @@ const char* reason_phrase(int status) {
   }
 }
 
-// Deadlines for reading a request: its head (request line and headers) and then its body.
-// A client trickling bytes slower than this loses its connection instead of holding a worker.
-constexpr auto kHeadTimeout = std::chrono::seconds(10);
-constexpr auto kBodyTimeout = std::chrono::seconds(60);
-// Connections open at once (a thread each while it reads a request or runs a handler; none
-// while it streams or waits after a stream); beyond it new connections get a 503.
-constexpr int kMaxConnections = 4096;
-
 // The framing error of the request this thread is reading, for the pre-routing handler.
 thread_local std::string current_framing_error;
 
@@ -238,14 +230,19 @@ struct Connection {
 
 int to_ms(time_t s, time_t us) { return static_cast<int>(s * 1000 + us / 1000); }
 
-// httplib's Server with our connection loop: deadlines for each request's head and body, a
-// cap on connections (503 beyond it), the full listen backlog, the connection's socket
-// published to the handler's thread so generations can see their client leave, and
-// server-sent-event streams handed to the stream pump so they hold no thread.
+// httplib's Server with our connection loop: deadlines for each request's head and body (a
+// client trickling bytes slower loses its connection instead of holding a worker), a cap on
+// connections (503 beyond it; a connection holds a thread while it reads a request or runs a
+// handler, none while it streams or waits after a stream), the full listen backlog, the
+// connection's socket published to the handler's thread so generations can see their client
+// leave, and server-sent-event streams handed to the stream pump so they hold no thread.
 class Server : public httplib::Server {
  public:
-  Server() : pump_(to_ms(write_timeout_sec_, write_timeout_usec_)) {
+  explicit Server(const ConnectionLimits& limits)
+      : limits_(limits), pump_(limits.write_timeout_s * 1000) {
     new_task_queue = [this] { return new PoolRef(pool_); };
+    set_keep_alive_timeout(limits.keep_alive_timeout_s);
+    set_write_timeout(limits.write_timeout_s, 0);
   }
   // httplib listens with a backlog of 5: listen() again with the system's maximum.
   void widen_backlog() {
@@ -256,7 +253,7 @@ class Server : public httplib::Server {
 
  private:
   bool process_and_close_socket(socket_t sock) override {
-    if (++connections_ > kMaxConnections) {
+    if (++connections_ > limits_.max_connections) {
       static const std::string k503 = [] {
         const std::string body = error_json(503, "too many connections").dump();
         return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -289,7 +286,7 @@ class Server : public httplib::Server {
       // Idle between requests: the keep-alive timeout, then the head's deadline.
       strm.set_deadline(std::chrono::seconds(keep_alive_timeout_sec_));
       if (!strm.is_readable()) break;
-      strm.set_deadline(kHeadTimeout);
+      strm.set_deadline(std::chrono::seconds(limits_.head_timeout_s));
       strm.record_head();
       bool closed = false, head_ok = false;
       set_current_client_socket(sock);
@@ -297,7 +294,7 @@ class Server : public httplib::Server {
       const bool ok = process_request(strm, last, closed, [&](httplib::Request& req) {
         current_framing_error = framing_error(strm.take_head(), req);
         head_ok = current_framing_error.empty();
-        strm.set_deadline(kBodyTimeout);
+        strm.set_deadline(std::chrono::seconds(limits_.body_timeout_s));
       });
       set_current_client_socket(-1);
       current_framing_error.clear();
@@ -331,6 +328,7 @@ class Server : public httplib::Server {
       pump_.await_request(sock, std::chrono::seconds(keep_alive_timeout_sec_), resume);
   }
 
+  const ConnectionLimits limits_;
   std::atomic<int> connections_{0};
   ElasticPool pool_;
   StreamPump pump_;  // destroyed first: it closes the connections it still streams on
@@ -481,7 +479,7 @@ void drain(ServingContext& ctx, httplib::Server& svr, const sigset_t& signals) {
 // Serves ctx's routes until SIGTERM/SIGINT (then drains) or the listener fails.
 int serve(ServingContext& ctx, const sigset_t& signals) {
   const ServerConfig& cfg = ctx.config;
-  Server svr;
+  Server svr(cfg.connection_limits);
   configure(svr, ctx);
   add_routes(svr, ctx);
   const std::optional<std::string> where = bind(svr, cfg);

@@ -22,6 +22,15 @@ namespace vllm::server {
 // above it (or -1) is capped to it.
 inline constexpr int kEngineMaxLogprobs = 20;
 
+// How long and how many: what a client may hold of the HTTP layer.
+struct ConnectionLimits {
+  int max_connections = 4096;   // open at once; beyond it a new connection gets a 503 and closed
+  int head_timeout_s = 10;      // to read a request's line and headers, once its first byte came
+  int body_timeout_s = 60;      // then to read its body
+  int keep_alive_timeout_s = 5;  // idle between a connection's requests
+  int write_timeout_s = 5;      // a client that reads nothing for this long is dropped
+};
+
 struct ServerConfig {
   std::string model_path;                      // as given (a .gguf file or a HF directory)
   std::string runner = "auto";                 // vLLM's --runner: auto, generate or pooling
@@ -36,6 +45,7 @@ struct ServerConfig {
   bool trust_request_chat_template = false;  // else a request's own template gets 400
   RenderLimits render_limits;        // every chat template render, server or request template
   size_t max_body_bytes = size_t(32) << 20;
+  ConnectionLimits connection_limits;
   int drain_timeout_s = 30;          // SIGTERM: time in-flight requests get before an abort
   int max_n = 128;                   // cap on n and on choices of one request
   bool access_log = true;            // one line per HTTP request (uvicorn's)

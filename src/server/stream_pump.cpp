@@ -29,6 +29,10 @@ using Clock = std::chrono::steady_clock;
 // How often the pump checks the drain deadline and clients that stopped reading.
 constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr uint64_t kWakeKey = 0;  // the epoll key of the wake eventfd; streams count from 1
+// A stream's kernel send buffer. Left to autotuning it grows to tcp_wmem's maximum (4 MiB
+// here) for a client that stops reading, which then holds that much kernel memory, and a
+// token stream's few KB/s take minutes to fill it before the write timeout can see the stall.
+constexpr int kStreamSendBuffer = 128 << 10;
 
 thread_local std::shared_ptr<PumpedStream> handed_off;
 
@@ -323,6 +327,7 @@ StreamPump::StreamPump(int write_timeout_ms) : loop_(std::make_unique<Loop>(writ
 StreamPump::~StreamPump() = default;
 
 void StreamPump::add(int sock, std::shared_ptr<PumpedStream> stream, Finished finished) {
+  setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &kStreamSendBuffer, sizeof kStreamSendBuffer);
   auto s = std::make_unique<Stream>();
   s->sock = sock;
   s->s = std::move(stream);
