@@ -380,9 +380,11 @@ void mla_prefill_attention(const Tensor& q, const Tensor& cache, const Attention
                  q.size(0) <= meta.seq_lens[seq],
              "mla_prefill_attention: q ", q.shape_str(), " cache ", cache.shape_str(), " out ",
              out.shape_str(), " sequence ", seq);
-  VLLM_CHECK(q.is_contiguous() && out.is_contiguous(), "mla_prefill_attention: q and out must be packed");
+  VLLM_CHECK(q.is_contiguous() && out.is_contiguous(),
+             "mla_prefill_attention: q and out must be packed");
   same_device(q, out);
-  backend_for(out.device()).mla_prefill_attention(q, cache, meta, seq, v_dim, scale, sliding_window, out);
+  backend_for(out.device())
+      .mla_prefill_attention(q, cache, meta, seq, v_dim, scale, sliding_window, out);
 }
 
 void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights, const MoePlan& plan,

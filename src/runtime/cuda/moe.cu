@@ -329,7 +329,11 @@ moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, in
         if (lane >= o) inc += v;
       }
       const int first = base + inc - tiles;
-      if (y >= first && y < first + tiles) tile[0] = e, tile[1] = r0 + (y - first) * kGemmM, tile[2] = r1;
+      if (y >= first && y < first + tiles) {
+        tile[0] = e;
+        tile[1] = r0 + (y - first) * kGemmM;
+        tile[2] = r1;
+      }
       base += __shfl_sync(0xffffffffu, inc, 31);
     }
   }
@@ -339,8 +343,8 @@ moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, in
   const int m0 = tile[1], m1 = tile[2];
   const int64_t n0 = int64_t(blockIdx.x) * kGemmN;
   const C* we = w + int64_t(e) * n * k;
-  uint4* sa = smem4;                                  // [stages][kGemmM rows][kGemmChunks]
-  uint4* sb = smem4 + kGemmStages * kGemmM * kGemmChunks;  // [stages][kGemmN rows][kGemmChunks]
+  uint4* sa = smem4;                                       // [stages][kGemmM][kGemmChunks]
+  uint4* sb = smem4 + kGemmStages * kGemmM * kGemmChunks;  // [stages][kGemmN][kGemmChunks]
 
   const int ktiles = int(k / kGemmK);
   const auto load = [&](int stage, int kt) {
@@ -405,7 +409,8 @@ moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, in
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int64_t col = n0 + wn + j * 8 + 2 * (lane % 4);
-        if (col < n) *reinterpret_cast<float2*>(o + col) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+        if (col < n)
+          *reinterpret_cast<float2*>(o + col) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
       }
     }
   }
