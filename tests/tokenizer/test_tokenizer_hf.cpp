@@ -172,6 +172,33 @@ TEST_P(GgufFromHf, MatchesTheTokenizerJsonFixtures) {
   EXPECT_EQ(report.total(), 0u) << report.summary(name);
 }
 
+// DeepSeek-LLM / V2 GGUF files name the "deepseek-llm" pre-tokenizer, which no shared
+// tokenizer.json has: the oracle is llama.cpp itself, tokenizing DeepSeek-V3's vocabulary under
+// that name (tools/make_deepseek_llm_fixture.py, fixtures/tokenizer/llamacpp_manifest.json).
+TEST(GgufTokenizer, DeepseekLlmPreMatchesLlamaCpp) {
+  const std::string path = std::string(kSharedTokenizers) + "deepseek_v3/tokenizer.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  const auto tok = Tokenizer::from_gguf_vocab(gpt2_gguf_from_hf(path, "deepseek-llm"));
+  const auto report = testing::check_fixture(*tok, "deepseek_llm_gguf", /*with_stream=*/true,
+                                             /*with_added_specials=*/false);
+  std::cout << report.summary("deepseek_llm_gguf") << "\n";
+  EXPECT_EQ(report.total(), 0u) << report.summary("deepseek_llm_gguf");
+  // Short strings mixing Unicode whitespace with the characters the patterns' classes hold:
+  // llama.cpp counts non-ASCII whitespace as \s but never as a member of those classes.
+  std::ifstream probe("fixtures/tokenizer/deepseek_llm_probe.jsonl");
+  ASSERT_TRUE(probe.good());
+  size_t n = 0, bad = 0;
+  for (std::string line; std::getline(probe, line); ++n) {
+    const auto rec = nlohmann::json::parse(line);
+    const std::string text = rec.at("t").get<std::string>();
+    const auto want = rec.at("n").get<std::vector<int32_t>>();
+    const auto got = tok->encode(text, false);
+    if (got != want && ++bad <= 5) ADD_FAILURE() << "probe " << nlohmann::json(text).dump();
+  }
+  EXPECT_EQ(n, 600u);
+  EXPECT_EQ(bad, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shared, GgufFromHf,
                          ::testing::Values(std::pair{"llama3", "llama-bpe"},
                                            std::pair{"qwen3", "qwen2"},
