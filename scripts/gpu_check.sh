@@ -15,6 +15,11 @@ mkdir -p "$OUT"
 BIN=.device/bin
 [ -x $BIN/vllm-cpp ] || tar -xJf .device/device.tar.xz  # packed by scripts/gpu_pack.sh
 export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}"
+# NCCL (opened with dlopen by the tensor-parallel communicator): PyTorch's copy where the
+# system has none.
+if nccl_lib=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0] + '/lib')" 2>/dev/null); then
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib"
+fi
 MODELS=${MODELS:-/tmp/models}
 RESULTS="$OUT/gpu_results.jsonl"
 STAGES=${*:-tests models latency throughput hf}
@@ -25,7 +30,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,n
 
 if has tests; then
   log tests
-  $BIN/test_runtime --gtest_filter='Cuda*' 2>&1 | tee "$OUT/test_runtime.log" | tail -25
+  $BIN/test_runtime --gtest_filter='Cuda*:Nccl*' 2>&1 | tee "$OUT/test_runtime.log" | tail -25
   # The GEMV's sliced path forced to each slice count, so that every count meets every shape.
   for s in 2 4 8; do
     echo "VLLM_GEMV_SLICES=$s"

@@ -25,4 +25,10 @@ class Communicator {
 // own thread.
 std::vector<std::shared_ptr<Communicator>> make_thread_communicators(int size);
 
+// The communicators of this process's GPUs cuda:devices[0..n), over NCCL: element i is rank i,
+// its collectives on that device's compute stream, for f32 tensors on that device. NCCL's
+// reductions give every rank the same bits, in its own order (not rank order). all_gather_columns
+// needs every rank's x to have the same shape. Throws when there is no CUDA or no NCCL.
+std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>& devices);
+
 }  // namespace vllm

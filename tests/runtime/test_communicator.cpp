@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "runtime/communicator.h"
+#include "runtime/device.h"
+#include "util/check.h"
 
 using namespace vllm;
 
@@ -75,4 +77,57 @@ TEST(ThreadCommunicator, AllGatherColumnsPlacesEachRanksColumns) {
           ASSERT_EQ(got[size_t(r)][size_t(m * 10 + col)], float(src * 100 + m * 10 + j))
               << "rank " << r << " row " << m << " column " << col;
     }
+}
+
+// NCCL between the GPUs of this process: every GPU a rank on its own thread. The sum of
+// small integers is exact in any order, so every rank must hold exactly the sum; the gather
+// puts each rank's columns in rank order. Runs on as many GPUs as there are (one: NCCL's
+// path with one rank); skipped without a GPU.
+TEST(NcclCommunicator, AllReduceAndGatherOnEveryGpu) {
+  const int gpus = cuda_device_count();
+  if (gpus == 0) GTEST_SKIP() << "no CUDA device in this process";
+  std::vector<int> devices(static_cast<size_t>(gpus));
+  for (int d = 0; d < gpus; ++d) devices[size_t(d)] = d;
+  auto comms = make_nccl_communicators(devices);
+  ASSERT_EQ(comms.size(), size_t(gpus));
+  const int64_t m = 3, n = 5;
+  std::vector<std::vector<float>> reduced(static_cast<size_t>(gpus)),
+      gathered(static_cast<size_t>(gpus));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < gpus; ++r)
+    threads.emplace_back([&, r] {
+      Communicator& c = *comms[size_t(r)];
+      EXPECT_EQ(c.rank(), r);
+      const Device dev{DeviceKind::Cuda, r};
+      Tensor x = Tensor::empty({m, n}, DType::F32);
+      for (int64_t i = 0; i < m * n; ++i) x.data<float>()[i] = float(i + 100 * r);
+      Tensor xd = x.to(dev);
+      c.all_reduce_sum(xd);
+      const Tensor back = xd.to(kCpu);
+      reduced[size_t(r)].assign(back.data<float>(), back.data<float>() + m * n);
+      Tensor out = Tensor::empty({m, n * gpus}, DType::F32, dev);
+      c.all_gather_columns(x.to(dev), out);
+      const Tensor g = out.to(kCpu);
+      gathered[size_t(r)].assign(g.data<float>(), g.data<float>() + g.numel());
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < gpus; ++r) {
+    for (int64_t i = 0; i < m * n; ++i) {
+      float want = 0;
+      for (int q = 0; q < gpus; ++q) want += float(i + 100 * q);
+      ASSERT_EQ(reduced[size_t(r)][size_t(i)], want) << "rank " << r << " element " << i;
+    }
+    for (int64_t row = 0; row < m; ++row)
+      for (int q = 0; q < gpus; ++q)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(gathered[size_t(r)][size_t(row * n * gpus + q * n + j)],
+                    float(row * n + j + 100 * q))
+              << "rank " << r << " row " << row << " from rank " << q;
+  }
+}
+
+// Without CUDA the factory refuses with a message, not a crash.
+TEST(NcclCommunicator, RefusesWithoutDevices) {
+  EXPECT_THROW(make_nccl_communicators({}), Error);
+  EXPECT_THROW(make_nccl_communicators({cuda_device_count()}), Error);
 }

@@ -1,4 +1,5 @@
 // Stands in for the CUDA backend in builds without nvcc: no devices, clear errors.
+#include "runtime/communicator.h"
 #include "runtime/device.h"
 #include "util/check.h"
 
@@ -12,5 +13,10 @@ Backend& cuda_backend(int index) {
 }
 
 DeviceInfo cuda_device_info(int index) { (void)cuda_backend(index); return {}; }
+
+std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>&) {
+  throw Error("tensor parallel on CUDA requested, but this build has no CUDA backend (nvcc was "
+              "not found)");
+}
 
 }  // namespace vllm

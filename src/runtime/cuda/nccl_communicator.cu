@@ -1,0 +1,143 @@
+// Tensor-parallel collectives between the GPUs of one process over NCCL (runtime/communicator.h
+// make_nccl_communicators). NCCL is opened with dlopen on first use, as cuBLASLt is: linked
+// normally, its library would be mapped by every run, CPU-only ones too. Each collective runs on
+// its rank's compute stream (the CUDA backend's), ordered with the kernels around it, so a
+// captured decode graph can hold it; the caller's thread gets the rank's device set first.
+#include <dlfcn.h>
+
+#include <string>
+
+#include "runtime/communicator.h"
+#include "runtime/cuda/common.cuh"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/device.h"
+#include "runtime/ops.h"
+
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define VLLM_HAVE_NCCL 1
+#endif
+
+namespace vllm {
+
+#ifdef VLLM_HAVE_NCCL
+namespace {
+
+struct Nccl {
+#define VLLM_NCCL_FN(name) decltype(&::name) name = nullptr;
+  VLLM_NCCL_FN(ncclCommInitAll)
+  VLLM_NCCL_FN(ncclCommDestroy)
+  VLLM_NCCL_FN(ncclAllReduce)
+  VLLM_NCCL_FN(ncclAllGather)
+  VLLM_NCCL_FN(ncclGetErrorString)
+#undef VLLM_NCCL_FN
+};
+
+const Nccl& nccl() {
+  static const Nccl table = [] {
+    void* lib = nullptr;
+    std::string errors;
+    for (const char* name : {"libnccl.so.2", "libnccl.so"}) {
+      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib) break;
+      errors += std::string(errors.empty() ? "" : "; ") + dlerror();
+    }
+    if (!lib) throw Error("cannot load NCCL (tensor parallel on CUDA needs libnccl.so.2): " + errors);
+    Nccl t;
+    auto bind = [&](auto& fn, const char* sym) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, sym));
+      if (!fn) throw Error(std::string("NCCL has no symbol ") + sym);
+    };
+#define VLLM_NCCL_BIND(name) bind(t.name, #name);
+    VLLM_NCCL_BIND(ncclCommInitAll)
+    VLLM_NCCL_BIND(ncclCommDestroy)
+    VLLM_NCCL_BIND(ncclAllReduce)
+    VLLM_NCCL_BIND(ncclAllGather)
+    VLLM_NCCL_BIND(ncclGetErrorString)
+#undef VLLM_NCCL_BIND
+    return t;
+  }();
+  return table;
+}
+
+void check(ncclResult_t r, const char* what) {
+  VLLM_CHECK(r == ncclSuccess, what, " failed: ", nccl().ncclGetErrorString(r));
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, int device)
+      : comm_(comm), rank_(rank), size_(size), device_(device),
+        backend_(static_cast<cuda::CudaBackend&>(cuda_backend(device))) {}
+  ~NcclCommunicator() override { nccl().ncclCommDestroy(comm_); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_reduce_sum(Tensor& x) override {
+    expect_here(x, "all_reduce_sum");
+    VLLM_CUDA_CHECK(cudaSetDevice(device_));
+    check(nccl().ncclAllReduce(x.raw(), x.raw(), size_t(x.numel()), ncclFloat32, ncclSum, comm_,
+                               backend_.stream()),
+          "ncclAllReduce");
+  }
+
+  // NCCL gathers whole buffers rank after rank: into [size, M, n] first, then each rank's
+  // block into its columns of out. Every rank's x has the same shape.
+  void all_gather_columns(const Tensor& x, Tensor& out) override {
+    expect_here(x, "all_gather_columns");
+    expect_here(out, "all_gather_columns");
+    const int64_t m = x.size(0), n = x.size(1);
+    VLLM_CHECK(x.ndim() == 2 && out.ndim() == 2 && out.size(0) == m && out.size(1) == size_ * n,
+               "all_gather_columns on NCCL: every rank's x is [M, n] and out [M, ranks x n]; got ",
+               x.shape_str(), " and ", out.shape_str());
+    VLLM_CUDA_CHECK(cudaSetDevice(device_));
+    Tensor blocks = Tensor::empty({size_, m, n}, DType::F32, x.device());
+    check(nccl().ncclAllGather(x.raw(), blocks.raw(), size_t(m * n), ncclFloat32, comm_,
+                               backend_.stream()),
+          "ncclAllGather");
+    for (int r = 0; r < size_; ++r) {
+      Tensor cols = out.slice(1, r * n, n);
+      copy_strided(blocks.narrow(r, 1).reshape({m, n}), cols);
+    }
+  }
+
+ private:
+  void expect_here(const Tensor& t, const char* op) const {
+    const Device here{DeviceKind::Cuda, device_};
+    VLLM_CHECK(t.device() == here && t.dtype() == DType::F32 && t.is_contiguous(),
+               op, " on NCCL rank ", rank_, ": a contiguous f32 tensor on cuda:", device_,
+               " (got ", t.device().str(), ")");
+  }
+
+  ncclComm_t comm_;
+  int rank_, size_, device_;
+  cuda::CudaBackend& backend_;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>& devices) {
+  const int n = static_cast<int>(devices.size());
+  VLLM_CHECK(n > 0, "make_nccl_communicators: no devices");
+  for (int d : devices)
+    VLLM_CHECK(d >= 0 && d < cuda_device_count(), "cuda:", d, " does not exist (",
+               cuda_device_count(), " CUDA devices)");
+  for (int d : devices) (void)cuda_backend(d);  // each device's stream exists before NCCL's
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n));
+  check(nccl().ncclCommInitAll(comms.data(), n, devices.data()), "ncclCommInitAll");
+  std::vector<std::shared_ptr<Communicator>> out;
+  for (int r = 0; r < n; ++r)
+    out.push_back(std::make_shared<NcclCommunicator>(comms[size_t(r)], r, n, devices[size_t(r)]));
+  return out;
+}
+
+#else
+
+std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>&) {
+  throw Error("this build has no NCCL (nccl.h was not found with the CUDA toolkit)");
+}
+
+#endif
+
+}  // namespace vllm
