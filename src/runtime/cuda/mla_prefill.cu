@@ -19,16 +19,17 @@ constexpr int64_t kScoreBudget = int64_t(1) << 25;  // 128 MiB of f32 scores per
 constexpr int kKeyRound = 64;
 
 // For j < padded: keys[j, :] = the sequence's cached row j (dk lanes), values_t[:, j] = its
-// leading dv lanes; zeros for j >= len.
+// leading dv lanes; zeros for j >= len and for j < first (rows no query may see: under a
+// window their blocks may be the null block, whose contents were never written).
 template <typename C>
 __global__ void gather_latents_kernel(const C* __restrict__ cache, int64_t slot_stride,
                                       const int32_t* __restrict__ block_table, int block_size,
-                                      int len, int padded, int dk, int dv, C* __restrict__ keys,
-                                      C* __restrict__ values_t) {
+                                      int first, int len, int padded, int dk, int dv,
+                                      C* __restrict__ keys, C* __restrict__ values_t) {
   pdl_begin();
   for (int j = blockIdx.x; j < padded; j += gridDim.x) {
     const C* src = nullptr;
-    if (j < len)
+    if (j >= first && j < len)
       src = cache + (int64_t(block_table[j / block_size]) * block_size + j % block_size) *
                         slot_stride;
     for (int i = threadIdx.x; i < dk; i += blockDim.x) {
@@ -75,9 +76,11 @@ void CudaBackend::mla_prefill_attention(const Tensor& q, const Tensor& cache,
       meta.device_block_tables.data<int32_t>() + int64_t(seq) * meta.max_blocks_per_seq;
   dispatch_float_type(dt, [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
+    // The first row the earliest query can see.
+    const int first = sliding_window > 0 ? std::max(0, len - tq - sliding_window + 1) : 0;
     launch(gather_latents_kernel<C>, dim3(unsigned(std::min(padded, 65535))), dim3(128), 0,
-           stream_, cache.data<C>(), row_stride(cache, 1), table, int(cache.size(1)), len, padded,
-           dk, v_dim, keys.data<C>(), values_t.data<C>());
+           stream_, cache.data<C>(), row_stride(cache, 1), table, int(cache.size(1)), first, len,
+           padded, dk, v_dim, keys.data<C>(), values_t.data<C>());
   });
   const int64_t chunk = std::max<int64_t>(1, kScoreBudget / (int64_t(heads) * padded));
   const Tensor q_rows = q.reshape({int64_t(tq) * heads, dk});
