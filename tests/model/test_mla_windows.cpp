@@ -37,6 +37,20 @@ bool same_bits(const Tensor& a, const Tensor& b) {
          std::memcmp(a.data<float>(), b.data<float>(), a.numel() * sizeof(float)) == 0;
 }
 
+// 12 greedy tokens after `prompt`, prefilled in chunks of `chunk`: the tokens, and the logits
+// of the last prompt position and of each step.
+std::pair<std::vector<int32_t>, std::vector<std::vector<float>>> generate(
+    const DecoderModel& model, const std::vector<int32_t>& prompt, int chunk) {
+  Generator gen(model, 128, 4);
+  gen.keep_logits = true;
+  GenerateOptions opts;
+  opts.max_tokens = 12;
+  opts.ignore_eos = true;
+  opts.prefill_chunk = chunk;
+  auto out = gen.generate(prompt, opts);
+  return {std::move(out), gen.step_logits};
+}
+
 double max_diff(const Tensor& a, const Tensor& b) {
   double d = 0;
   for (int64_t i = 0; i < a.numel(); ++i)
@@ -137,16 +151,7 @@ TEST(MlaWindows, ChunkedPrefillGivesTheTokensOfOneShot) {
   LoadedModel windowed = load_model(windowed_mla_model("chunked", kHybrid, 6, 48));
   LoadedModel plain = load_model(windowed_mla_model("chunked_plain", {}, 0, 48));
   const auto prompt = tokens(19);
-  auto run = [&](const DecoderModel& model, int chunk) {
-    Generator gen(model, 128, 4);
-    gen.keep_logits = true;
-    GenerateOptions opts;
-    opts.max_tokens = 12;
-    opts.ignore_eos = true;
-    opts.prefill_chunk = chunk;
-    auto out = gen.generate(prompt, opts);
-    return std::make_pair(out, gen.step_logits);
-  };
+  auto run = [&](const DecoderModel& model, int chunk) { return generate(model, prompt, chunk); };
   const auto one_shot = run(*windowed.model, 512);
   const auto chunked = run(*windowed.model, 5);
   EXPECT_EQ(chunked.first, one_shot.first);
@@ -170,19 +175,9 @@ TEST(MlaWindows, CudaMatchesCpuInOneStepAndInChunks) {
   LoadedModel cpu = load_model(path, {}, kCpu);
   LoadedModel gpu = load_model(path, {}, parse_device("cuda"));
   const auto prompt = tokens(19);
-  auto run = [&](const DecoderModel& model, int chunk) {
-    Generator gen(model, 128, 4);
-    gen.keep_logits = true;
-    GenerateOptions opts;
-    opts.max_tokens = 12;
-    opts.ignore_eos = true;
-    opts.prefill_chunk = chunk;
-    gen.generate(prompt, opts);
-    return gen.step_logits;
-  };
-  const auto want = run(*cpu.model, 512);
+  const auto want = generate(*cpu.model, prompt, 512).second;
   for (int chunk : {512, 5}) {
-    const auto got = run(*gpu.model, chunk);
+    const auto got = generate(*gpu.model, prompt, chunk).second;
     ASSERT_EQ(got.size(), want.size());
     double worst = 0, scale = 0;
     for (size_t s = 0; s < want.size(); ++s)
