@@ -179,15 +179,28 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     a.skip_queries_from = meta.skip_queries_from;
     VLLM_CHECK(mla || meta.skip_queries_from == 0,
                "skip_queries_from is for MLA's latent attention only");
-    const int max_seq = meta.max_seq_len_bound > 0
-                            ? meta.max_seq_len_bound
-                            : *std::max_element(meta.seq_lens.begin(), meta.seq_lens.end());
+    // The split count is chosen from the step as its CUDA graph sees it (decoder_graphs.cpp):
+    // a power of two of tokens, the padding being one-token sequences, and block tables a power
+    // of two of at least 16 blocks wide. So a decode step splits its keys alike, and gives the
+    // same arithmetic, whether it runs eager or replayed (splits round differently).
+    const auto pow2_at_least = [](int64_t n, int64_t smallest) {
+      int64_t b = smallest;
+      while (b < n) b *= 2;
+      return b;
+    };
+    const int max_seq =
+        meta.max_seq_len_bound > 0
+            ? meta.max_seq_len_bound
+            : static_cast<int>(pow2_at_least(meta.max_blocks_per_seq, 16)) * a.block_size;
+    const int graph_tokens = static_cast<int>(pow2_at_least(tokens, 1));
+    const int graph_seqs = a.num_seqs + graph_tokens - tokens;
     // Split the keys when the step alone cannot fill the GPU twice over and there are enough
     // keys to share, keeping tokens x heads x splits partial rows under 4 x multiprocessors
     // (the bound DecoderModel::graph_arena_bytes reserves for).
     const int64_t pairs = int64_t(tokens) * num_q_heads;
     const auto choose_splits = [&](int64_t blocks, int key_chunk) {
-      const int64_t most = std::min<int64_t>(64, 4 * multiprocessors_ / pairs);
+      const int64_t most =
+          std::min<int64_t>(64, 4 * multiprocessors_ / (int64_t(graph_tokens) * num_q_heads));
       if (blocks >= 2 * multiprocessors_ || most < 2) return 1;
       const int64_t want = std::min<int64_t>((max_seq + key_chunk - 1) / key_chunk,
                                              (2 * multiprocessors_ + blocks - 1) / blocks);
@@ -210,19 +223,22 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
       // A block serves several heads of a token, so its keys cost more than the per-token
       // kernel's: chunks of 64.
       const int per_block = mla_attention_heads_per_block();
-      splits = choose_splits(int64_t(tokens) * ((num_q_heads + per_block - 1) / per_block), 64);
+      splits = choose_splits(
+          int64_t(graph_tokens) * ((num_q_heads + per_block - 1) / per_block), 64);
       alloc_partials();
-      launch_mla_attention(a, tokens, splits, stream_);
+      if (mla_decode_supports(a)) launch_mla_decode(a, tokens, splits, stream_);
+      else launch_mla_attention(a, tokens, splits, stream_);
     } else if (flash_attention_supports(a)) {
       // Tensor cores for every step over a 16-bit cache with a supported head size.
       // Key chunks of one tile: chunks of four (fewer merges) made the 1B-shape decode 2% slower.
-      splits = choose_splits(int64_t(flash_attention_slots(a, tokens)) * a.num_kv_heads,
-                             flash_attention_key_tile());
+      splits = choose_splits(
+          int64_t(flash_attention_slots(a, graph_tokens, graph_seqs)) * a.num_kv_heads,
+          flash_attention_key_tile());
       alloc_partials();
       launch_flash_attention(a, tokens, splits, stream_);
     } else {
       // Key chunks of 256 for the per-token kernel, whose blocks are one (token, head) each.
-      splits = max_seq >= 512 ? choose_splits(pairs, 256) : 1;
+      splits = max_seq >= 512 ? choose_splits(int64_t(graph_tokens) * num_q_heads, 256) : 1;
       alloc_partials();
       switch ((head_dim + 31) / 32) {
         case 1: launch_per_token<C, 1>(a, tokens, splits, stream_); break;

@@ -35,9 +35,10 @@ struct AttnArgs {
 // or 128, and q/out rows are aligned for vector access.
 template <typename C>
 bool flash_attention_supports(const AttnArgs<C>& a);
-// Its grid: blocks per KV head (some return at once), and keys per tile.
+// Its grid for `tokens` query tokens of `seqs` sequences: blocks per KV head (some return at
+// once), and keys per tile.
 template <typename C>
-int flash_attention_slots(const AttnArgs<C>& a, int tokens);
+int flash_attention_slots(const AttnArgs<C>& a, int tokens, int seqs);
 int flash_attention_key_tile();
 // Launches it over `tokens` query tokens on `stream` (supports(a) must hold). splits > 1
 // leaves partial results in a.part_o / a.part_ml for the merge kernel.
@@ -51,5 +52,11 @@ bool mla_attention_supports(const AttnArgs<C>& a);
 int mla_attention_heads_per_block();
 template <typename C>
 void launch_mla_attention(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream);
+// Its tensor-core form (mla_decode.cu), for 16-bit caches at DeepSeek's widths (keys of 576
+// lanes, values of 512), with the same grid: 16 heads of one token per block.
+template <typename C>
+bool mla_decode_supports(const AttnArgs<C>& a);
+template <typename C>
+void launch_mla_decode(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream);
 
 }  // namespace vllm::cuda

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "runtime/tensor.h"
@@ -69,6 +70,19 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// 16 bytes of weights as floats (8 of a 16-bit type, 4 of f32).
+template <typename W>
+__device__ __forceinline__ void unpack_piece(const uint4& u, float (&f)[16 / sizeof(W)]) {
+  if constexpr (std::is_same_v<W, float>) {
+    f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y), f[2] = __uint_as_float(u.z),
+    f[3] = __uint_as_float(u.w);
+  } else {
+    const W* h = reinterpret_cast<const W*>(&u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) f[j] = to_float(h[j]);
+  }
+}
 
 template <typename T>
 __device__ __forceinline__ T from_float(float v);

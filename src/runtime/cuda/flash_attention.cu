@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
 }  // namespace
 
 template <typename C>
-int flash_attention_slots(const AttnArgs<C>& a, int tokens);
+int flash_attention_slots(const AttnArgs<C>& a, int tokens, int seqs);
 
 namespace {
 
@@ -311,7 +311,7 @@ void launch_for_dim(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t s
   // Above the 48 KiB default; set per call, as the limit is per device.
   VLLM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<C, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  const dim3 grid(static_cast<unsigned>(flash_attention_slots(a, tokens)),
+  const dim3 grid(static_cast<unsigned>(flash_attention_slots(a, tokens, a.num_seqs)),
                   static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(splits));
   launch(flash_attention_kernel<C, D>, grid, kThreads, kSmem, stream, a);
 }
@@ -330,9 +330,9 @@ bool flash_attention_supports(const AttnArgs<C>& a) {
 }
 
 template <typename C>
-int flash_attention_slots(const AttnArgs<C>& a, int tokens) {
+int flash_attention_slots(const AttnArgs<C>& a, int tokens, int seqs) {
   const int group = a.num_q_heads / a.num_kv_heads;
-  return static_cast<int>(int64_t(tokens) * group / kRows) + a.num_seqs;
+  return static_cast<int>(int64_t(tokens) * group / kRows) + seqs;
 }
 
 int flash_attention_key_tile() { return kKeys; }
@@ -348,9 +348,9 @@ void launch_flash_attention(const AttnArgs<C>& a, int tokens, int splits, cudaSt
 template bool flash_attention_supports(const AttnArgs<float>&);
 template bool flash_attention_supports(const AttnArgs<__half>&);
 template bool flash_attention_supports(const AttnArgs<__nv_bfloat16>&);
-template int flash_attention_slots(const AttnArgs<float>&, int);
-template int flash_attention_slots(const AttnArgs<__half>&, int);
-template int flash_attention_slots(const AttnArgs<__nv_bfloat16>&, int);
+template int flash_attention_slots(const AttnArgs<float>&, int, int);
+template int flash_attention_slots(const AttnArgs<__half>&, int, int);
+template int flash_attention_slots(const AttnArgs<__nv_bfloat16>&, int, int);
 template void launch_flash_attention(const AttnArgs<float>&, int, int, cudaStream_t);
 template void launch_flash_attention(const AttnArgs<__half>&, int, int, cudaStream_t);
 template void launch_flash_attention(const AttnArgs<__nv_bfloat16>&, int, int, cudaStream_t);

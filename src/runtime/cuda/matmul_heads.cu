@@ -1,8 +1,12 @@
 // One matmul per head in one launch, for decode-sized steps: out[t, h, n] = x[t, h, :] .
-// w[h, n, :] for up to kMaxTokens tokens, x kept in f32 as the decode GEMV keeps it. A warp
-// computes one output row n of one head for every token of the step. MLA folds W_UK into the
-// query and applies W_UV to the attention output this way (16 to 128 heads: without it, two
-// launches per head and layer). Wider steps take one matmul per head (Backend's loop).
+// w[h, n, :] for up to kMaxTokens tokens, x kept in f32 as the decode GEMV keeps it. MLA folds
+// W_UK into the query and applies W_UV to the attention output this way (16 to 128 heads:
+// without it, two launches per head and layer). Wider steps take one matmul per head
+// (Backend's loop).
+//
+// Where the rows allow 16-byte loads, a group of lanes (32, or fewer for short rows: W_UK's
+// are 128 lanes, 16 pieces) computes one output row n of one head for every token, each lane
+// reading 16 bytes of weights at a time; otherwise a warp takes a row one element a lane.
 #include "runtime/cuda/common.cuh"
 #include "runtime/cuda/cuda_backend.h"
 
@@ -37,6 +41,48 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// `group` lanes per output row (a power of two up to 32), 32 / group rows per warp.
+template <typename W>
+__global__ void __launch_bounds__(kWarps * 32)
+    matmul_heads_vec_kernel(const float* __restrict__ x, int64_t xt, int64_t xh,
+                            const W* __restrict__ w, float* __restrict__ out, int64_t ot,
+                            int64_t oh, int tokens, int n_rows, int k, int group) {
+  pdl_begin();
+  constexpr int kPer = 16 / sizeof(W);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % group;
+  const int h = blockIdx.y;
+  const int n = (blockIdx.x * kWarps + warp) * (32 / group) + lane / group;
+  // Lanes past the last row compute the last row again (every lane takes part in the sums).
+  const uint4* wr =
+      reinterpret_cast<const uint4*>(w + (int64_t(h) * n_rows + min(n, n_rows - 1)) * k);
+  float acc[kMaxTokens] = {};
+  const int pieces = k / kPer;
+#pragma unroll 2
+  for (int p = sub; p < pieces; p += group) {
+    float f[kPer];
+    unpack_piece<W>(__ldg(wr + p), f);
+#pragma unroll
+    for (int t = 0; t < kMaxTokens; ++t) {
+      if (t >= tokens) break;
+      const float* xp = x + t * xt + h * xh + p * kPer;
+      float d = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kPer; j += 4) {
+        const float4 v = __ldg(reinterpret_cast<const float4*>(xp + j));
+        d += f[j] * v.x + f[j + 1] * v.y + f[j + 2] * v.z + f[j + 3] * v.w;
+      }
+      acc[t] += d;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMaxTokens; ++t) {
+    if (t >= tokens) break;
+    float s = acc[t];
+    for (int off = group / 2; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (sub == 0 && n < n_rows) out[t * ot + h * oh + n] = s;
+  }
+}
+
 }  // namespace
 
 void CudaBackend::matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) {
@@ -46,9 +92,23 @@ void CudaBackend::matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) {
     Backend::matmul_heads(x, w, out);
     return;
   }
-  const dim3 grid(static_cast<unsigned>((n + kWarps - 1) / kWarps), static_cast<unsigned>(heads));
   dispatch_float_type(w.dtype(), [&](auto* tag) {
     using W = std::remove_pointer_t<decltype(tag)>;
+    const int64_t per = 16 / int64_t(sizeof(W));
+    if (k % per == 0 && row_stride(x) % 4 == 0 && row_stride(x, 1) % 4 == 0 && aligned16(x) &&
+        aligned16(w)) {
+      int group = 32;
+      while (group > 1 && group > k / per) group /= 2;
+      const int64_t rows_per_block = int64_t(kWarps) * (32 / group);
+      launch(matmul_heads_vec_kernel<W>,
+             dim3(static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block),
+                  static_cast<unsigned>(heads)),
+             kWarps * 32, 0, stream_, x.data<float>(), row_stride(x), row_stride(x, 1),
+             w.data<W>(), out.data<float>(), row_stride(out), row_stride(out, 1),
+             static_cast<int>(tokens), static_cast<int>(n), static_cast<int>(k), group);
+      return;
+    }
+    const dim3 grid(static_cast<unsigned>((n + kWarps - 1) / kWarps), static_cast<unsigned>(heads));
     launch(matmul_heads_kernel<W>, grid, kWarps * 32, 0, stream_, x.data<float>(),
         row_stride(x), row_stride(x, 1), w.data<W>(), out.data<float>(), row_stride(out),
         row_stride(out, 1), static_cast<int>(tokens), static_cast<int>(n), static_cast<int>(k));
