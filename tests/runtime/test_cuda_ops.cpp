@@ -102,6 +102,67 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
     }
 }
 
+// Routing and grouping in one launch (decode steps of up to 32 tokens) against the two
+// launches (longer steps, which the tiny models' long-step tests check against the CPU): the
+// same experts, weights, margins and plan, bit for bit, for softmax routing with group limits
+// (DeepSeek-V2), sigmoid scores with a correction bias (V3) and plain top-k (Qwen3-MoE). The
+// plan is also checked against its definition: rows grouped by expert ascending, tokens in order.
+TEST_F(CudaOps, MoeRouteAlignFusedMatchesSeparate) {
+  struct Case { int E, top_k, groups, topk_groups; bool sigmoid, top2, normalize; };
+  const Case cases[] = {{64, 6, 8, 3, false, false, false}, {256, 8, 8, 4, true, true, true},
+                        {128, 8, 1, 1, false, false, true}};
+  for (const Case& c : cases)
+    for (int64_t T : {1, 5, 32, 33}) {
+      MoeRouting r;
+      r.top_k = c.top_k, r.num_groups = c.groups, r.topk_groups = c.topk_groups;
+      r.sigmoid = c.sigmoid, r.group_top2 = c.top2, r.normalize = c.normalize, r.scaling = 2.5f;
+      const Tensor scores = randn({T, c.E}).to(kGpu);
+      const Tensor bias = c.sigmoid ? randn({c.E}, 0.1f).to(kGpu) : Tensor();
+      auto run = [&](bool fused, Tensor& ids, Tensor& weights, Tensor& margins, MoePlan& plan) {
+        ids = Tensor::empty({T, c.top_k}, DType::I32, kGpu);
+        weights = Tensor::empty({T, c.top_k}, DType::F32, kGpu);
+        margins = Tensor::empty({T}, DType::F32, kGpu);
+        if (fused) {
+          moe_route_align(scores, bias, r, ids, weights, margins, plan);
+        } else {
+          moe_route(scores, bias, r, ids, weights, margins);
+          moe_align(ids, c.E, plan);
+        }
+      };
+      Tensor ids1, w1, m1, ids2, w2, m2;
+      MoePlan p1, p2;
+      run(true, ids1, w1, m1, p1);
+      run(false, ids2, w2, m2, p2);
+      const std::string what = "E=" + std::to_string(c.E) + " T=" + std::to_string(T);
+      auto same = [&](const Tensor& a, const Tensor& b, const char* name) {
+        const Tensor ha = host(a), hb = host(b);
+        EXPECT_EQ(0, std::memcmp(ha.raw(), hb.raw(), size_t(ha.nbytes()))) << name << " " << what;
+      };
+      same(ids1, ids2, "ids");
+      same(w1, w2, "weights");
+      same(m1, m2, "margins");
+      same(p1.token, p2.token, "token");
+      same(p1.position, p2.position, "position");
+      same(p1.offsets, p2.offsets, "offsets");
+      same(p1.active, p2.active, "active");
+      // The plan by its definition, from the ids.
+      const Tensor ids = host(ids1), token = host(p1.token), position = host(p1.position),
+                   offsets = host(p1.offsets);
+      std::vector<std::vector<int32_t>> rows(c.E);
+      for (int64_t j = 0; j < T * c.top_k; ++j) rows[ids.data<int32_t>()[j]].push_back(int32_t(j));
+      int32_t next = 0;
+      for (int e = 0; e < c.E; ++e) {
+        ASSERT_EQ(offsets.data<int32_t>()[e], next) << what;
+        for (int32_t j : rows[e]) {
+          EXPECT_EQ(token.data<int32_t>()[next], j / c.top_k) << what;
+          EXPECT_EQ(position.data<int32_t>()[j], next) << what;
+          ++next;
+        }
+      }
+      EXPECT_EQ(offsets.data<int32_t>()[c.E], T * c.top_k) << what;
+    }
+}
+
 // The experts' grouped projection: experts averaging more than 8 rows take the tensor-core
 // GEMM (x rounded to the weights' type; the reference rounds it the same way, so only the
 // order of the f32 sums differs), fewer rows the GEMV (x in f32). The routing leaves some
@@ -605,40 +666,104 @@ TEST_F(CudaOps, MlaAttentionMatchesCpu) {
   }
 }
 
+// The same over a 16-bit latent cache at DeepSeek's widths (latent 512 + rotary 64), which takes
+// the tensor-core kernel (mla_decode.cu): one and a partial head group, a row padded past its
+// 576 lanes with NaN, a long decode that splits the keys, windows. The reference is the CPU
+// kernel over an f32 copy of the very cache the GPU reads; bars as for the 16-bit GQA kernel
+// below (q and the softmax weights are rounded to the cache's type).
+TEST_F(CudaOps, MlaAttention16BitCacheMatchesCpu) {
+  const int64_t bs = 16, lat = 512, rot = 64, dk = lat + rot;
+  const std::vector<int> ctx = {33, 1, 70, 3000, 129};
+  const std::vector<int> qlen = {33, 1, 5, 1, 1};
+  int64_t num_blocks = 3;
+  for (int c : ctx) num_blocks += (c + bs - 1) / bs;
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const double l2_bar = dt == DType::BF16 ? 1e-2 : 2e-3;
+    const double max_bar = dt == DType::BF16 ? 3e-2 : 6e-3;
+    const uint16_t nan16 = dt == DType::BF16 ? 0x7FC0 : 0x7E00;
+    for (auto [width, heads] : {std::pair<int64_t, int64_t>{576, 16}, {640, 20}}) {
+      Tensor nan_rows = Tensor::empty({num_blocks, bs, 1, width}, dt);
+      std::fill_n(static_cast<uint16_t*>(nan_rows.raw()), nan_rows.numel(), nan16);
+      Tensor row_g = nan_rows.to(kGpu);
+      Tensor c_lanes_g = row_g.slice(3, 0, lat), pe_lanes_g = row_g.slice(3, lat, rot);
+      const AttentionMeta meta = paged_meta(ctx, qlen, bs, num_blocks);
+      for (size_t s = 0; s < ctx.size(); ++s) {
+        Tensor kv_g = randn({ctx[s], dk + 8}).to(kGpu);
+        reshape_and_cache(kv_g.slice(1, 0, lat).split_last(1), kv_g.slice(1, lat, rot).split_last(1),
+                          c_lanes_g, pe_lanes_g, seq_slots(meta, s, bs).to(kGpu));
+      }
+      Tensor back = host(row_g), row = Tensor::empty({num_blocks, bs, 1, width}, DType::F32);
+      const auto* p = static_cast<const uint16_t*>(back.raw());
+      for (int64_t i = 0; i < row.numel(); ++i)
+        row.data<float>()[i] = dt == DType::BF16 ? bf16_to_f32(p[i]) : f16_to_f32(p[i]);
+      const int64_t T = meta.query_start_loc.back();
+      Tensor q_wide = randn({T, heads, dk + 4});
+      Tensor q = q_wide.slice(2, 0, dk), q_g = q_wide.to(kGpu).slice(2, 0, dk);
+      const float scale = 1.0f / std::sqrt(float(dk));
+      for (int window : {0, 40, 1000}) {
+        Tensor ref = Tensor::empty({T, heads, lat}, DType::F32);
+        paged_attention(q, row.slice(3, 0, dk), row.slice(3, 0, lat), meta, scale, window, ref);
+        Tensor out = Tensor::empty({T, heads, lat}, DType::F32, kGpu);
+        paged_attention(q_g, row_g.slice(3, 0, dk), c_lanes_g, on_gpu(meta), scale, window, out);
+        Tensor got = host(out);
+        double max_diff = 0, max_ref = 0;
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          ASSERT_TRUE(std::isfinite(got.data<float>()[i])) << "output element " << i;
+          max_diff = std::max(max_diff, double(std::fabs(got.data<float>()[i] - ref.data<float>()[i])));
+          max_ref = std::max(max_ref, double(std::fabs(ref.data<float>()[i])));
+        }
+        const double l2 = rel_err(got, ref);
+        std::printf("MLA %s width=%ld heads=%ld window=%d: ||diff||/||ref|| = %.2e, "
+                    "max|diff|/max|ref| = %.2e\n", std::string(dtype_name(dt)).c_str(),
+                    long(width), long(heads), window, l2, max_diff / max_ref);
+        EXPECT_LT(l2, l2_bar) << dtype_name(dt) << " width=" << width << " window=" << window;
+        EXPECT_LT(max_diff / max_ref, max_bar) << dtype_name(dt) << " width=" << width
+                                               << " window=" << window;
+      }
+    }
+  }
+}
+
 // One matmul per head: the one-launch kernel (up to 8 tokens, x kept in f32) and the per-head
 // loop beyond (cuBLASLt, which takes x rounded to bf16 for bf16 weights: so does the reference
 // there), over strided views of x and out, f32 and bf16 weights (the CPU given them in f32).
 TEST_F(CudaOps, MatmulHeadsMatchesCpu) {
-  const int64_t H = 5, N = 72, K = 40;
-  for (DType dt : {DType::F32, DType::BF16}) {
-    Tensor w32 = randn({H * N, K});
-    Tensor w_host = dt == DType::F32 ? w32 : to_half(w32, dt);
-    Tensor w_ref = widen(w_host).reshape({H, N, K});
-    Tensor w_g = w_host.to(kGpu).reshape({H, N, K});
-    for (int64_t T : {1, 3, 8, 20}) {
-      Tensor xw = randn({T, H, K + 6});
-      Tensor xr = Tensor::empty({T, H, K + 6}, DType::F32);
-      for (int64_t i = 0; i < xw.numel(); ++i) {
-        const float v = xw.data<float>()[i];
-        xr.data<float>()[i] = dt == DType::BF16 && T > 8 ? bf16_to_f32(f32_to_bf16(v)) : v;
+  const int64_t H = 5, N = 72;
+  // Row lengths and x's layout: K = 40 from lane 2 of rows of 46 (not 16-byte aligned: a lane
+  // per element); 128 and 96 from aligned rows (16-byte loads, 16 and 8 lanes a row for bf16).
+  struct Case { int64_t K, pad, off; };
+  for (const Case& c : {Case{40, 6, 2}, Case{128, 4, 0}, Case{96, 8, 4}}) {
+    const int64_t K = c.K;
+    for (DType dt : {DType::F32, DType::BF16}) {
+      Tensor w32 = randn({H * N, K});
+      Tensor w_host = dt == DType::F32 ? w32 : to_half(w32, dt);
+      Tensor w_ref = widen(w_host).reshape({H, N, K});
+      Tensor w_g = w_host.to(kGpu).reshape({H, N, K});
+      for (int64_t T : {1, 3, 8, 20}) {
+        Tensor xw = randn({T, H, K + c.pad});
+        Tensor xr = Tensor::empty({T, H, K + c.pad}, DType::F32);
+        for (int64_t i = 0; i < xw.numel(); ++i) {
+          const float v = xw.data<float>()[i];
+          xr.data<float>()[i] = dt == DType::BF16 && T > 8 ? bf16_to_f32(f32_to_bf16(v)) : v;
+        }
+        Tensor x = xr.slice(2, c.off, K);
+        Tensor ref_wide = Tensor::empty({T, H + 1, N}, DType::F32);
+        Tensor ref = ref_wide.slice(1, 1, H);
+        matmul_heads(x, w_ref, ref);
+        Tensor out_wide = Tensor::empty({T, H + 1, N}, DType::F32, kGpu);
+        Tensor out = out_wide.slice(1, 1, H);
+        matmul_heads(xw.to(kGpu).slice(2, c.off, K), w_g, out);
+        Tensor got = host(out_wide), want = ref_wide;
+        double num = 0, den = 0;
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t h = 1; h <= H; ++h)
+            for (int64_t n = 0; n < N; ++n) {
+              const int64_t i = (t * (H + 1) + h) * N + n;
+              num += std::pow(double(got.data<float>()[i]) - want.data<float>()[i], 2);
+              den += std::pow(double(want.data<float>()[i]), 2);
+            }
+        EXPECT_LT(std::sqrt(num / den), 1e-5) << dtype_name(dt) << " K=" << K << " T=" << T;
       }
-      Tensor x = xr.slice(2, 2, K);
-      Tensor ref_wide = Tensor::empty({T, H + 1, N}, DType::F32);
-      Tensor ref = ref_wide.slice(1, 1, H);
-      matmul_heads(x, w_ref, ref);
-      Tensor out_wide = Tensor::empty({T, H + 1, N}, DType::F32, kGpu);
-      Tensor out = out_wide.slice(1, 1, H);
-      matmul_heads(xw.to(kGpu).slice(2, 2, K), w_g, out);
-      Tensor got = host(out_wide), want = ref_wide;
-      double num = 0, den = 0;
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t h = 1; h <= H; ++h)
-          for (int64_t n = 0; n < N; ++n) {
-            const int64_t i = (t * (H + 1) + h) * N + n;
-            num += std::pow(double(got.data<float>()[i]) - want.data<float>()[i], 2);
-            den += std::pow(double(want.data<float>()[i]), 2);
-          }
-      EXPECT_LT(std::sqrt(num / den), 1e-5) << dtype_name(dt) << " T=" << T;
     }
   }
 }
