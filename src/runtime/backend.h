@@ -73,9 +73,6 @@ class Backend {
   virtual void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
                          Tensor& ids, Tensor& weights, Tensor& margins);
   virtual void moe_align(const Tensor& ids, int num_experts, MoePlan& plan);
-  // moe_route then moe_align, unless overridden.
-  virtual void moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
-                               Tensor& ids, Tensor& weights, Tensor& margins, MoePlan& plan);
   virtual void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
                           const MoePlan& plan, Tensor& out);
   virtual void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,

@@ -300,10 +300,8 @@ void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weigh
   backend_for(out.device()).index_add_scaled(src, rows, weights, out);
 }
 
-namespace {
-
-void check_moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
-                     const Tensor& ids, const Tensor& weights, const Tensor& margins) {
+void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
+               Tensor& weights, Tensor& margins) {
   expect(scores, "scores", 2, DType::F32);
   expect(ids, "ids", 2, DType::I32);
   expect(weights, "weights", 2, DType::F32);
@@ -330,10 +328,10 @@ void check_moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting&
     VLLM_CHECK(margins.size(0) == T, "moe_route: margins ", margins.shape_str());
     same_device(scores, margins);
   }
+  backend_for(scores.device()).moe_route(scores, bias, r, ids, weights, margins);
 }
 
-// The plan's tensors for the rows of ids (validated) on its device.
-void allocate_moe_plan(const Tensor& ids, int num_experts, MoePlan& plan) {
+void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
   expect(ids, "ids", 2, DType::I32);
   VLLM_CHECK(ids.is_contiguous() && num_experts > 0, "moe_align: ids ", ids.shape_str(), ", ",
              num_experts, " experts");
@@ -342,26 +340,7 @@ void allocate_moe_plan(const Tensor& ids, int num_experts, MoePlan& plan) {
   plan.position = Tensor::empty({S}, DType::I32, ids.device());
   plan.offsets = Tensor::empty({num_experts + 1}, DType::I32, ids.device());
   plan.active = Tensor::empty({num_experts + 1}, DType::I32, ids.device());
-}
-
-}  // namespace
-
-void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
-               Tensor& weights, Tensor& margins) {
-  check_moe_route(scores, bias, r, ids, weights, margins);
-  backend_for(scores.device()).moe_route(scores, bias, r, ids, weights, margins);
-}
-
-void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
-  allocate_moe_plan(ids, num_experts, plan);
   backend_for(ids.device()).moe_align(ids, num_experts, plan);
-}
-
-void moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
-                     Tensor& weights, Tensor& margins, MoePlan& plan) {
-  check_moe_route(scores, bias, r, ids, weights, margins);
-  allocate_moe_plan(ids, static_cast<int>(scores.size(1)), plan);
-  backend_for(scores.device()).moe_route_align(scores, bias, r, ids, weights, margins, plan);
 }
 
 void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,

@@ -102,67 +102,6 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
     }
 }
 
-// Routing and grouping in one launch (decode steps of up to 32 tokens) against the two
-// launches (longer steps, which the tiny models' long-step tests check against the CPU): the
-// same experts, weights, margins and plan, bit for bit, for softmax routing with group limits
-// (DeepSeek-V2), sigmoid scores with a correction bias (V3) and plain top-k (Qwen3-MoE). The
-// plan is also checked against its definition: rows grouped by expert ascending, tokens in order.
-TEST_F(CudaOps, MoeRouteAlignFusedMatchesSeparate) {
-  struct Case { int E, top_k, groups, topk_groups; bool sigmoid, top2, normalize; };
-  const Case cases[] = {{64, 6, 8, 3, false, false, false}, {256, 8, 8, 4, true, true, true},
-                        {128, 8, 1, 1, false, false, true}};
-  for (const Case& c : cases)
-    for (int64_t T : {1, 5, 32, 33}) {
-      MoeRouting r;
-      r.top_k = c.top_k, r.num_groups = c.groups, r.topk_groups = c.topk_groups;
-      r.sigmoid = c.sigmoid, r.group_top2 = c.top2, r.normalize = c.normalize, r.scaling = 2.5f;
-      const Tensor scores = randn({T, c.E}).to(kGpu);
-      const Tensor bias = c.sigmoid ? randn({c.E}, 0.1f).to(kGpu) : Tensor();
-      auto run = [&](bool fused, Tensor& ids, Tensor& weights, Tensor& margins, MoePlan& plan) {
-        ids = Tensor::empty({T, c.top_k}, DType::I32, kGpu);
-        weights = Tensor::empty({T, c.top_k}, DType::F32, kGpu);
-        margins = Tensor::empty({T}, DType::F32, kGpu);
-        if (fused) {
-          moe_route_align(scores, bias, r, ids, weights, margins, plan);
-        } else {
-          moe_route(scores, bias, r, ids, weights, margins);
-          moe_align(ids, c.E, plan);
-        }
-      };
-      Tensor ids1, w1, m1, ids2, w2, m2;
-      MoePlan p1, p2;
-      run(true, ids1, w1, m1, p1);
-      run(false, ids2, w2, m2, p2);
-      const std::string what = "E=" + std::to_string(c.E) + " T=" + std::to_string(T);
-      auto same = [&](const Tensor& a, const Tensor& b, const char* name) {
-        const Tensor ha = host(a), hb = host(b);
-        EXPECT_EQ(0, std::memcmp(ha.raw(), hb.raw(), size_t(ha.nbytes()))) << name << " " << what;
-      };
-      same(ids1, ids2, "ids");
-      same(w1, w2, "weights");
-      same(m1, m2, "margins");
-      same(p1.token, p2.token, "token");
-      same(p1.position, p2.position, "position");
-      same(p1.offsets, p2.offsets, "offsets");
-      same(p1.active, p2.active, "active");
-      // The plan by its definition, from the ids.
-      const Tensor ids = host(ids1), token = host(p1.token), position = host(p1.position),
-                   offsets = host(p1.offsets);
-      std::vector<std::vector<int32_t>> rows(c.E);
-      for (int64_t j = 0; j < T * c.top_k; ++j) rows[ids.data<int32_t>()[j]].push_back(int32_t(j));
-      int32_t next = 0;
-      for (int e = 0; e < c.E; ++e) {
-        ASSERT_EQ(offsets.data<int32_t>()[e], next) << what;
-        for (int32_t j : rows[e]) {
-          EXPECT_EQ(token.data<int32_t>()[next], j / c.top_k) << what;
-          EXPECT_EQ(position.data<int32_t>()[j], next) << what;
-          ++next;
-        }
-      }
-      EXPECT_EQ(offsets.data<int32_t>()[c.E], T * c.top_k) << what;
-    }
-}
-
 // The experts' grouped projection: experts averaging more than 8 rows take the tensor-core
 // GEMM (x rounded to the weights' type; the reference rounds it the same way, so only the
 // order of the f32 sums differs), fewer rows the GEMV (x in f32). The routing leaves some

@@ -42,44 +42,26 @@ __device__ __forceinline__ void warp_argmax(float& v, int& i) {
 
 // The best of key[0 .. n) not yet taken (lanes stride over it), in every lane; index INT_MAX
 // when every entry is taken.
-__device__ __forceinline__ void warp_best(const float* key, const bool* taken, int n, int lane,
-                                          float& v, int& i) {
+__device__ __forceinline__ void warp_best(const float* key, const bool* taken, int n, float& v,
+                                          int& i) {
   v = -INFINITY, i = INT_MAX;
-  for (int e = lane; e < n; e += 32)
+  for (int e = threadIdx.x; e < n; e += 32)
     if (!taken[e] && (key[e] > v || i == INT_MAX)) v = key[e], i = e;
   warp_argmax(v, i);
 }
 
-// A routing warp's shared memory: scores, choices and taken flags per expert, the groups', and
-// the chosen experts in order.
-struct RouteScratch {
-  float* p;            // [E] scores
-  float* choice;       // [E] scores + bias, -inf outside the kept groups
-  float* group;        // [kMaxGroups]
-  int* order;          // [kMaxTopK]
-  bool* taken;         // [E]
-  bool* group_taken;   // [kMaxGroups]
-};
-__host__ __device__ constexpr size_t route_scratch_bytes(int experts) {
-  return (size_t(2 * experts + kMaxGroups) * sizeof(float) + kMaxTopK * sizeof(int) +
-          size_t(experts + kMaxGroups) + 15) / 16 * 16;
-}
-__device__ RouteScratch route_scratch(void* base, int experts) {
-  RouteScratch r;
-  r.p = static_cast<float*>(base);
-  r.choice = r.p + experts;
-  r.group = r.choice + experts;
-  r.order = reinterpret_cast<int*>(r.group + kMaxGroups);
-  r.taken = reinterpret_cast<bool*>(r.order + kMaxTopK);
-  r.group_taken = r.taken + experts;
-  return r;
-}
-
-// Token t's routing by one warp, the host routing's arithmetic (model/decoder.cpp route()).
-__device__ void route_token(const RouteArgs& a, int64_t t, int lane, const RouteScratch& s) {
-  const int E = a.experts;
-  float* p = s.p;
-  float* choice = s.choice;
+// One warp per token, the host routing's arithmetic (model/decoder.cpp route()).
+__global__ void moe_route_kernel(const RouteArgs a) {
+  pdl_begin();
+  extern __shared__ float smem[];
+  float* p = smem;                   // [E] scores
+  float* choice = smem + a.experts;  // [E] scores + bias, -inf outside the kept groups
+  bool* taken = reinterpret_cast<bool*>(choice + a.experts);  // [E]
+  __shared__ float group[kMaxGroups];
+  __shared__ bool group_taken[kMaxGroups];
+  __shared__ int order[kMaxTopK];
+  const int E = a.experts, lane = threadIdx.x;
+  const int64_t t = blockIdx.x;
   const float* z = a.scores + t * E;
   if (a.sigmoid) {
     for (int e = lane; e < E; e += 32) p[e] = 1.0f / (1.0f + expf(-z[e]));
@@ -94,7 +76,7 @@ __device__ void route_token(const RouteArgs& a, int64_t t, int lane, const Route
   }
   for (int e = lane; e < E; e += 32) {
     choice[e] = a.bias ? p[e] + a.bias[e] : p[e];
-    s.taken[e] = false;
+    taken[e] = false;
   }
   __syncwarp();
   float margin = INFINITY;
@@ -109,74 +91,63 @@ __device__ void route_token(const RouteArgs& a, int64_t t, int lane, const Route
         if (c[j] > best) second = best, best = c[j];
         else if (c[j] > second) second = c[j];
       }
-      s.group[lane] = a.group_top2 ? best + second : best;
-      s.group_taken[lane] = false;
+      group[lane] = a.group_top2 ? best + second : best;
+      group_taken[lane] = false;
     }
     __syncwarp();
     float kept = 0.0f;
     for (int r = 0; r < a.topk_groups; ++r) {
-      warp_best(s.group, s.group_taken, a.groups, lane, v, i);
+      warp_best(group, group_taken, a.groups, v, i);
       kept = v;
-      if (lane == 0) s.group_taken[i] = true;
+      if (lane == 0) group_taken[i] = true;
       __syncwarp();
     }
     if (a.topk_groups < a.groups) {
-      warp_best(s.group, s.group_taken, a.groups, lane, v, i);
+      warp_best(group, group_taken, a.groups, v, i);
       margin = fminf(margin, (kept - v) / fabsf(kept));
     }
     for (int e = lane; e < E; e += 32)
-      if (!s.group_taken[e / per_group]) choice[e] = -INFINITY;
+      if (!group_taken[e / per_group]) choice[e] = -INFINITY;
     __syncwarp();
   }
   float kept = 0.0f, sum = 0.0f;
   for (int r = 0; r < a.top_k; ++r) {
-    warp_best(choice, s.taken, E, lane, v, i);
+    warp_best(choice, taken, E, v, i);
     kept = v;
     sum += p[i];
-    if (lane == 0) s.taken[i] = true, s.order[r] = i;
+    if (lane == 0) taken[i] = true, order[r] = i;
     __syncwarp();
   }
   if (a.top_k < E) {
-    warp_best(choice, s.taken, E, lane, v, i);
+    warp_best(choice, taken, E, v, i);
     margin = fminf(margin, (kept - v) / fabsf(kept));
   }
   const float norm = a.normalize ? 1.0f / sum : 1.0f;
   for (int r = lane; r < a.top_k; r += 32) {
-    a.ids[t * a.top_k + r] = s.order[r];
-    a.weights[t * a.top_k + r] = p[s.order[r]] * norm * a.scaling;
+    a.ids[t * a.top_k + r] = order[r];
+    a.weights[t * a.top_k + r] = p[order[r]] * norm * a.scaling;
   }
   if (a.margins && lane == 0) a.margins[t] = margin;
-  __syncwarp();  // the scratch is free for the warp's next token
 }
 
-// One warp per token.
-__global__ void moe_route_kernel(const RouteArgs a) {
+// One block of kAlignThreads. Counts per expert (shared atomics), then the offsets (thread 0,
+// which also lists the experts with rows), then the placement, a chunk of kAlignThreads slots
+// at a time: a slot's row is its expert's offset, plus that expert's slots in earlier chunks,
+// in earlier warps of this chunk (per-warp counts in shared memory), and in earlier lanes of
+// its warp (__match_any_sync). So each expert's rows keep their slots' (tokens') order.
+__global__ void __launch_bounds__(kAlignThreads)
+moe_align_kernel(const int32_t* __restrict__ ids, int64_t slots, int top_k, int experts,
+                 int32_t* __restrict__ token, int32_t* __restrict__ position,
+                 int32_t* __restrict__ offsets, int32_t* __restrict__ active) {
+  extern __shared__ int32_t align_smem[];
+  int32_t* count = align_smem;                 // [experts]: all slots, then earlier chunks'
+  int32_t* start = align_smem + experts;       // [experts]: offsets
+  int32_t* warp_count = align_smem + 2 * experts;  // [kWarps][experts]: this chunk's
+  constexpr int kWarps = kAlignThreads / 32;
   pdl_begin();
-  extern __shared__ uint4 route_smem[];
-  route_token(a, blockIdx.x, threadIdx.x, route_scratch(route_smem, a.experts));
-}
-
-// The grouping by expert, by one block of kAlignThreads, over `smem` of align_smem_bytes().
-// Counts per expert (shared atomics), then the offsets (thread 0, which also lists the experts
-// with rows), then the placement, a chunk of kAlignThreads slots at a time: a slot's row is its
-// expert's offset, plus that expert's slots in earlier chunks, in earlier warps of this chunk
-// (per-warp counts in shared memory), and in earlier lanes of its warp (__match_any_sync). So
-// each expert's rows keep their slots' (tokens') order. `ids` may have been written by this
-// block (the fused kernel below), so it is read through the coherent path.
-constexpr int kAlignWarps = kAlignThreads / 32;
-constexpr size_t align_smem_bytes(int experts) {
-  return size_t(2 + kAlignWarps) * experts * sizeof(int32_t);
-}
-__device__ void align_slots(const int32_t* ids, int64_t slots, int top_k, int experts,
-                            int32_t* __restrict__ token, int32_t* __restrict__ position,
-                            int32_t* __restrict__ offsets, int32_t* __restrict__ active,
-                            int32_t* smem) {
-  int32_t* count = smem;                     // [experts]: all slots, then earlier chunks'
-  int32_t* start = smem + experts;           // [experts]: offsets
-  int32_t* warp_count = smem + 2 * experts;  // [kAlignWarps][experts]: this chunk's
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
-  for (int i = threadIdx.x; i < kAlignWarps * experts; i += blockDim.x) warp_count[i] = 0;
+  for (int i = threadIdx.x; i < kWarps * experts; i += blockDim.x) warp_count[i] = 0;
   __syncthreads();
   for (int64_t j = threadIdx.x; j < slots; j += blockDim.x) atomicAdd(&count[ids[j]], 1);
   __syncthreads();
@@ -208,39 +179,12 @@ __device__ void align_slots(const int32_t* ids, int64_t slots, int top_k, int ex
     __syncthreads();
     // Carry this chunk's counts and clear its per-warp entries for the next chunk.
     for (int e = threadIdx.x; e < experts; e += blockDim.x)
-      for (int w = 0; w < kAlignWarps; ++w) {
+      for (int w = 0; w < kWarps; ++w) {
         count[e] += warp_count[w * experts + e];
         warp_count[w * experts + e] = 0;
       }
     __syncthreads();
   }
-}
-
-__global__ void __launch_bounds__(kAlignThreads)
-moe_align_kernel(const int32_t* __restrict__ ids, int64_t slots, int top_k, int experts,
-                 int32_t* __restrict__ token, int32_t* __restrict__ position,
-                 int32_t* __restrict__ offsets, int32_t* __restrict__ active) {
-  extern __shared__ int32_t align_smem[];
-  pdl_begin();
-  align_slots(ids, slots, top_k, experts, token, position, offsets, active, align_smem);
-}
-
-// Both in one launch, for steps of at most kAlignWarps tokens (decode): warp w routes token w,
-// then the block groups the rows. Routing scratch per warp first, then the grouping's.
-constexpr int kFusedRouteTokens = kAlignWarps;
-__global__ void __launch_bounds__(kAlignThreads)
-moe_route_align_kernel(const RouteArgs a, int64_t tokens, int32_t* __restrict__ token,
-                       int32_t* __restrict__ position, int32_t* __restrict__ offsets,
-                       int32_t* __restrict__ active) {
-  extern __shared__ uint4 fused_smem[];
-  pdl_begin();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const size_t per_warp = route_scratch_bytes(a.experts);
-  char* base = reinterpret_cast<char*>(fused_smem);
-  if (warp < tokens) route_token(a, warp, lane, route_scratch(base + warp * per_warp, a.experts));
-  __syncthreads();  // every token's ids are written
-  align_slots(a.ids, tokens * a.top_k, a.top_k, a.experts, token, position, offsets, active,
-              reinterpret_cast<int32_t*>(base + kAlignWarps * per_warp));
 }
 
 constexpr int kGemvRows = 8;
@@ -488,32 +432,24 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
 
 }  // namespace
 
-namespace {
-
-RouteArgs route_args(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
-                     Tensor& weights, Tensor& margins) {
-  VLLM_CHECK(r.num_groups <= kMaxGroups && r.top_k <= kMaxTopK, "moe_route on CUDA: at most ",
-             kMaxGroups, " groups and top_k ", kMaxTopK);
-  return RouteArgs{scores.data<float>(), bias.defined() ? bias.data<float>() : nullptr,
-                   int(scores.size(1)), r.top_k, r.num_groups, r.topk_groups, r.sigmoid,
-                   r.group_top2, r.normalize, r.scaling, ids.data<int32_t>(),
-                   weights.data<float>(), margins.defined() ? margins.data<float>() : nullptr};
-}
-
-}  // namespace
-
 void CudaBackend::moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
                             Tensor& ids, Tensor& weights, Tensor& margins) {
   const int64_t T = scores.size(0);
-  const RouteArgs a = route_args(scores, bias, r, ids, weights, margins);
+  const int E = int(scores.size(1));
+  VLLM_CHECK(r.num_groups <= kMaxGroups && r.top_k <= kMaxTopK, "moe_route on CUDA: at most ",
+             kMaxGroups, " groups and top_k ", kMaxTopK);
   if (T == 0) return;
-  const size_t smem = route_scratch_bytes(a.experts);
-  VLLM_CHECK(smem <= 48 * 1024, "moe_route on CUDA: ", a.experts, " experts is too many");
+  RouteArgs a{scores.data<float>(), bias.defined() ? bias.data<float>() : nullptr, E, r.top_k,
+              r.num_groups, r.topk_groups, r.sigmoid, r.group_top2, r.normalize, r.scaling,
+              ids.data<int32_t>(), weights.data<float>(),
+              margins.defined() ? margins.data<float>() : nullptr};
+  const size_t smem = size_t(E) * (2 * sizeof(float) + sizeof(bool));
+  VLLM_CHECK(smem <= 48 * 1024, "moe_route on CUDA: ", E, " experts is too many");
   launch(moe_route_kernel, dim3(unsigned(T)), dim3(32), smem, stream_, a);
 }
 
 void CudaBackend::moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
-  const size_t smem = align_smem_bytes(num_experts);
+  const size_t smem = size_t(2 + kAlignThreads / 32) * num_experts * sizeof(int32_t);
   VLLM_CHECK(smem <= 200 * 1024, "moe_align on CUDA: ", num_experts, " experts is too many");
   VLLM_CUDA_CHECK(cudaFuncSetAttribute(moe_align_kernel,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -521,23 +457,6 @@ void CudaBackend::moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
          ids.numel(), int(ids.size(1)), num_experts, plan.token.data<int32_t>(),
          plan.position.data<int32_t>(), plan.offsets.data<int32_t>(),
          plan.active.data<int32_t>());
-}
-
-void CudaBackend::moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
-                                  Tensor& ids, Tensor& weights, Tensor& margins, MoePlan& plan) {
-  const int64_t T = scores.size(0);
-  const int E = int(scores.size(1));
-  const size_t smem = kAlignWarps * route_scratch_bytes(E) + align_smem_bytes(E);
-  if (T == 0 || T > kFusedRouteTokens || smem > 200 * 1024) {
-    Backend::moe_route_align(scores, bias, r, ids, weights, margins, plan);
-    return;
-  }
-  const RouteArgs a = route_args(scores, bias, r, ids, weights, margins);
-  VLLM_CUDA_CHECK(cudaFuncSetAttribute(moe_route_align_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch(moe_route_align_kernel, dim3(1), dim3(kAlignThreads), smem, stream_, a, T,
-         plan.token.data<int32_t>(), plan.position.data<int32_t>(),
-         plan.offsets.data<int32_t>(), plan.active.data<int32_t>());
 }
 
 void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
