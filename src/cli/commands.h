@@ -13,6 +13,8 @@ void add_bench_serve(CLI::App& bench);  // `bench serve`, attached by add_bench
 int64_t parse_bytes(const std::string& s);  // "4GiB", "512MiB", "1e9" or plain bytes
 // --cpu-order into `order` (batch-invariant or llamacpp; runtime/ops.h CpuOrder).
 void add_cpu_order_option(CLI::App& cmd, std::string& order);
+// --dtype (model/load.h parse_dtype), with its help.
+void add_dtype_option(CLI::App& cmd, std::string& dtype);
 
 // Runs fn, turning vllm::Error and std::exception into "error: ..." on stderr and exit 1.
 int run_guarded(const std::function<int()>& fn);

@@ -44,6 +44,7 @@ struct GenerateArgs {
   std::string kv_cache_memory;
   double gpu_memory_utilization = 0.9;
   std::string device = "cpu";
+  std::string dtype = "auto";
   std::string cpu_order = "batch-invariant";
   bool enforce_eager = false;
   bool no_prefix_caching = false;
@@ -57,6 +58,15 @@ void add_cpu_order_option(CLI::App& cmd, std::string& order) {
                  "batching or chunking) or llamacpp (llama.cpp's own, bit for bit under its "
                  "schedule)")
       ->check(CLI::IsMember({"batch-invariant", "llamacpp"}))
+      ->capture_default_str();
+}
+
+void add_dtype_option(CLI::App& cmd, std::string& dtype) {
+  cmd.add_option("--dtype", dtype,
+                 "Weight and KV cache type on a GPU: auto (the checkpoint's float types, "
+                 "quantized ones as bfloat16), bfloat16, float16 (half) or float32 (float); only "
+                 "auto on the CPU")
+      ->check(CLI::IsMember({"auto", "bfloat16", "float16", "half", "float32", "float"}))
       ->capture_default_str();
 }
 
@@ -92,7 +102,7 @@ int run_generate(const GenerateArgs& a) {
   // The context served picks LongRoPE's factors: the engine's in batch mode, else the
   // generator's.
   const int served = a.input.empty() ? a.max_model_len : a.engine.max_model_len;
-  LoadedModel m = load_model(path, {}, device, served);
+  LoadedModel m = load_model(path, {}, device, served, 1, parse_dtype(a.dtype));
   m.model->set_enforce_eager(a.enforce_eager);
   if (!a.input.empty() || !a.output.empty()) {
     if (a.input.empty() || a.output.empty()) throw Error("--input and --output go together");
@@ -173,6 +183,7 @@ void add_generate(CLI::App& app) {
                 args->engine.disable_hybrid_kv_cache_manager,
                 "Windowed layers keep every block, as global layers do");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  add_dtype_option(*cmd, args->dtype);
   cmd->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs for decode steps");
   add_cpu_order_option(*cmd, args->cpu_order);
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,

@@ -59,9 +59,6 @@ std::string normalize_root_path(std::string p) {
 
 int run_serve(ServeArgs& a) {
   server::set_log_level(a.log_level);
-  if (a.dtype != "auto")
-    throw Error("--dtype " + a.dtype + " is not supported yet (use auto: the checkpoint's own "
-                "types, block types dequantized to bf16 on CUDA, f32 activations)");
   if (!a.model.empty() && !a.model_flag.empty() && a.model != a.model_flag)
     throw Error("the model is given twice: " + a.model + " and --model " + a.model_flag);
   if (a.model.empty()) a.model = a.model_flag;
@@ -72,6 +69,7 @@ int run_serve(ServeArgs& a) {
   if (c.served_model_names.empty())
     c.served_model_names = {a.model.empty() ? "HuggingFaceTB/SmolLM2-135M-Instruct" : a.model};
   c.device = parse_device(a.device);
+  c.dtype = parse_dtype(a.dtype);
   c.tensor_parallel_size = a.tensor_parallel_size;
   set_cpu_order(parse_cpu_order(a.cpu_order));
   if (!a.kv_cache_memory.empty()) c.engine.kv_cache_memory = parse_bytes(a.kv_cache_memory);
@@ -154,7 +152,7 @@ void add_serve(CLI::App& app) {
   cmd->add_flag("--disable-hybrid-kv-cache-manager", c.engine.disable_hybrid_kv_cache_manager,
                 "Windowed layers keep every block, as global layers do");
   cmd->add_option("--seed", a->seed, "Base seed for requests without their own")->capture_default_str();
-  cmd->add_option("--dtype", a->dtype, "Only 'auto' on CPU")->capture_default_str();
+  add_dtype_option(*cmd, a->dtype);
   cmd->add_option("--tensor-parallel-size", a->tensor_parallel_size,
                   "Ranks the model is split over (Megatron-style); CPU only so far: each rank is "
                   "a thread with its share of the cores");

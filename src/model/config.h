@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dtype.h"
+
 namespace vllm {
 
 struct RopeScaling {
@@ -121,6 +123,9 @@ struct ModelConfig {
   // The context the engine serves (--max-model-len; 0: max_position_embeddings). LongRoPE
   // takes its long factors when it reaches past the original context.
   int max_model_len = 0;
+  // --dtype: on a GPU, the type of the weights, and so of the KV cache; unset: auto (the
+  // checkpoint's float types, block types as bf16). Not set with --device cpu.
+  std::optional<DType> dtype;
   bool gelu_f16 = false;  // GELU in and out through f16, as ggml's CPU table (GGUF files)
   // q multiplied by the softmax scale before attention, as llama.cpp's Gemma-3 graph does
   // (with a power-of-two scale it differs only where q * scale is an f16 subnormal).

@@ -83,7 +83,7 @@ std::vector<std::vector<Tensor>> fused_parts(const WeightSource& w, int i, const
 
 DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Progress& on_layer,
                            Device device, std::shared_ptr<Communicator> comm)
-    : config_(std::move(config)), device_(device) {
+    : config_(std::move(config)), device_(device), placement_(device, config_.dtype) {
   const ModelConfig& c = config_;
   if (comm && comm->size() > 1) {
     if (device.kind != DeviceKind::Cpu)
@@ -103,11 +103,11 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
   const bool tied = !head || c.tie_word_embeddings;
   if (comm_) {  // vocab-parallel embedding and LM head: this rank's rows of each
     const Share rows = share_of(c.vocab_size, {comm_->rank(), comm_->size()});
-    embed_tokens = place_weight(embed.narrow(rows.begin, rows.length), device);
-    lm_head = tied ? embed_tokens : place_weight(head->narrow(rows.begin, rows.length), device);
+    embed_tokens = place_weight(embed.narrow(rows.begin, rows.length), placement_);
+    lm_head = tied ? embed_tokens : place_weight(head->narrow(rows.begin, rows.length), placement_);
   } else {
-    embed_tokens = place_weight(embed, device);
-    lm_head = tied ? embed_tokens : place_weight(*head, device);
+    embed_tokens = place_weight(embed, placement_);
+    lm_head = tied ? embed_tokens : place_weight(*head, placement_);
   }
   if (c.kv_cache_f16)
     kv_dtype_ = DType::F16;
@@ -208,17 +208,17 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
   }
   std::vector<Tensor> qkv_bias;
   if (spec.attention_bias) qkv_bias = qkv_weights(w, p, ".bias");
-  L.qkv = Linear::fused(attention_input_weights(w, p, spec), qkv_bias, device_, &arena);
+  L.qkv = Linear::fused(attention_input_weights(w, p, spec), qkv_bias, placement_, &arena);
   if (spec.attention == AttentionType::kMla) {
     load_mla(L, p, w);
   } else {
     VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
                " q/k/v shapes do not match the config");
   }
-  L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, device_);
+  L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, placement_);
   if (spec.mlp == MlpType::kMoe) {
     const MoeSpec& m = c.moe;
-    L.router = Linear::fused({w.require(p + "mlp.gate.weight")}, {}, device_);
+    L.router = Linear::fused({w.require(p + "mlp.gate.weight")}, {}, placement_);
     VLLM_CHECK(L.router.out_features == m.num_experts, "layer ", i, " router of ",
                L.router.out_features, " experts, the config has ", m.num_experts);
     if (m.score_correction_bias) {
@@ -228,12 +228,12 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
     }
     if (m.shared_intermediate_size > 0) {
       L.shared_gate_up =
-          Linear::fused(gate_up_weights(w, p, "mlp.shared_experts."), {}, device_, &arena);
+          Linear::fused(gate_up_weights(w, p, "mlp.shared_experts."), {}, placement_, &arena);
       VLLM_CHECK(L.shared_gate_up.out_features == 2 * int64_t(m.shared_intermediate_size),
                  "layer ", i, " shared experts' gate/up do not match n_shared_experts x "
                  "moe_intermediate_size");
       L.shared_down = Linear::fused({w.require(p + "mlp.shared_experts.down_proj.weight")}, {},
-                                    device_);
+                                    placement_);
     }
     const auto down = [&](int e) {
       return w.require(p + "mlp.experts." + std::to_string(e) + ".down_proj.weight");
@@ -246,8 +246,8 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
     if (device_ == kCpu) {
       for (int e = 0; e < m.num_experts; ++e) {
         L.expert_gate_up.push_back(
-            Linear::fused(expert_gate_up_weights(w, p, e), {}, device_, &arena));
-        L.expert_down.push_back(Linear::fused({down(e)}, {}, device_));
+            Linear::fused(expert_gate_up_weights(w, p, e), {}, placement_, &arena));
+        L.expert_down.push_back(Linear::fused({down(e)}, {}, placement_));
         check(e, L.expert_gate_up[e].out_features, L.expert_down[e].parts[0].size(1));
       }
     } else {
@@ -257,15 +257,15 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
         downs.push_back({down(e)});
       }
       // stack_experts checks that every expert has expert 0's shapes.
-      L.stacked_gate_up = stack_experts(gate_up, device_);
-      L.stacked_down = stack_experts(downs, device_);
+      L.stacked_gate_up = stack_experts(gate_up, placement_);
+      L.stacked_down = stack_experts(downs, placement_);
       check(0, L.stacked_gate_up.size(1), L.stacked_down.size(2));
     }
   } else {
-    L.gate_up = Linear::fused(gate_up_weights(w, p), {}, device_, &arena);
+    L.gate_up = Linear::fused(gate_up_weights(w, p), {}, placement_, &arena);
     VLLM_CHECK(L.gate_up.out_features == 2 * int64_t(c.intermediate_size), "layer ", i,
                " gate/up shapes do not match intermediate_size ", c.intermediate_size);
-    L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, device_);
+    L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, placement_);
   }
   const bool whole = spec.qk_norm == QkNorm::kWhole;
   if (spec.qk_norm != QkNorm::kNone) {
@@ -285,7 +285,7 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
              "q and kv_a projections do not match the config's MLA sizes");
   if (m.q_lora_rank > 0) {
     L.q_a_norm = norm_weight(w, p + "self_attn.q_a_layernorm.weight", m.q_lora_rank);
-    L.q_b = Linear::fused({w.require(p + "self_attn.q_b_proj.weight")}, {}, device_);
+    L.q_b = Linear::fused({w.require(p + "self_attn.q_b_proj.weight")}, {}, placement_);
     VLLM_CHECK(L.q_b.out_features == H * m.qk_head_dim(), p, "self_attn.q_b_proj rows");
   }
   L.kv_a_norm = norm_weight(w, p + "self_attn.kv_a_layernorm.weight", lat);
@@ -299,8 +299,8 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
                p, "attn_k_b ", k_b.shape_str(), " / attn_v_b ", v_b.shape_str(),
                " do not match the MLA sizes");
     const DType stored = w.require(p + "self_attn.k_b_proj.weight").dtype();
-    L.uk_t = place_weight(k_b, device_, stored);
-    L.uv = place_weight(v_b, device_, stored);
+    L.uk_t = place_weight(k_b, placement_, stored);
+    L.uv = place_weight(v_b, placement_, stored);
     return;
   }
   const Tensor kv_b = to_f32(*kv_b_stored);
@@ -317,8 +317,8 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
     std::copy(rows + nope * lat, rows + (nope + v) * lat, uv.data<float>() + h * v * lat);
   }
   // On a GPU in the checkpoint's type (exact: each value came from it).
-  L.uk_t = place_weight(uk_t, device_, kv_b_stored->dtype());
-  L.uv = place_weight(uv, device_, kv_b_stored->dtype());
+  L.uk_t = place_weight(uk_t, placement_, kv_b_stored->dtype());
+  L.uv = place_weight(uv, placement_, kv_b_stored->dtype());
 }
 
 Tensor DecoderModel::score(std::span<const int32_t> tokens) const {

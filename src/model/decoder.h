@@ -174,6 +174,7 @@ class DecoderModel {
 
   ModelConfig config_;
   Device device_;
+  WeightPlacement placement_;  // device_ and config_.dtype
   DType kv_dtype_ = DType::F32;
   std::vector<KvCacheGroup> groups_;
   std::vector<int> layer_group_, layer_slot_;  // per layer: its group, its place there

@@ -81,6 +81,14 @@ std::vector<const DecoderModel*> LoadedModel::ranks() const {
   return out;
 }
 
+std::optional<DType> parse_dtype(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "bfloat16") return DType::BF16;
+  if (name == "float16" || name == "half") return DType::F16;
+  if (name == "float32" || name == "float") return DType::F32;
+  throw Error("--dtype " + name + ": expected auto, bfloat16, float16 (half) or float32 (float)");
+}
+
 std::string default_model_path() {
   return std::string(VLLM_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
@@ -96,7 +104,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
 }
 
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer,
-                       Device device, int max_model_len, int tensor_parallel_size) {
+                       Device device, int max_model_len, int tensor_parallel_size,
+                       std::optional<DType> dtype) {
   LoadedModel out;
   out.path = path;
   const fs::path p(path);
@@ -111,6 +120,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
     if (fs::exists(p / "generation_config.json")) gen = read_json(p / "generation_config.json");
     ModelConfig config = config_from_hf(read_json(cfg), gen);
     config.max_model_len = max_model_len;
+    config.dtype = dtype;
     auto weights = make_safetensors_source(SafetensorsModel::open(path));
     build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size);
     if (fs::exists(p / "tokenizer.json")) out.tokenizer = Tokenizer::from_dir(path);
@@ -119,6 +129,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
   auto gguf = GgufFile::open(path);
   ModelConfig config = config_from_gguf(*gguf);
   config.max_model_len = max_model_len;
+  config.dtype = dtype;
   out.tokenizer = Tokenizer::from_gguf_vocab(vocab_from_gguf(*gguf));
   auto weights = make_gguf_source(gguf, config);
   build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size);

@@ -2,6 +2,7 @@
 // Returns the decoder, its config and its tokenizer, ready for a runner.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/decoder.h"
@@ -22,10 +23,14 @@ struct LoadedModel {
 // max_model_len: the context the engine will serve, if the user set one (0: the model's own);
 // it picks LongRoPE's factors (ModelConfig::max_model_len).
 // tensor_parallel_size > 1 loads one shard per rank (model/tensor_parallel.h), each rank
-// reading only its slices, joined by thread communicators (CPU only so far).
+// reading only its slices, joined by thread communicators (CPU only so far). dtype: --dtype
+// (ModelConfig::dtype; see parse_dtype).
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer = {},
                        Device device = kCpu, int max_model_len = 0,
-                       int tensor_parallel_size = 1);
+                       int tensor_parallel_size = 1, std::optional<DType> dtype = std::nullopt);
+// --dtype as vLLM spells it: "auto" (unset), "bfloat16", "float16" or "half", "float32" or
+// "float". Throws on anything else, naming the choices.
+std::optional<DType> parse_dtype(const std::string& name);
 // Only the tokenizer of a model (no weights are read): tokenizer.json + tokenizer_config.json
 // of a directory, or the vocabulary embedded in a .gguf file.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

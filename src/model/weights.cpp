@@ -137,8 +137,17 @@ Tensor to_f32(const Tensor& t, Device device) {
   return device == kCpu ? out : out.to(device);
 }
 
-DType compute_dtype(DType stored, Device device) {
+WeightPlacement::WeightPlacement(Device d, std::optional<DType> dt) : device(d), dtype(dt) {
+  VLLM_CHECK(!dtype || *dtype == DType::F32 || *dtype == DType::F16 || *dtype == DType::BF16,
+             "weights are computed in f32, f16 or bf16, not ", dtype_name(*dtype));
+  if (dtype && device.kind == DeviceKind::Cpu)
+    throw Error("--dtype " + std::string(dtype_name(*dtype)) +
+                " is for GPUs: the CPU computes in the checkpoint's own types (use --dtype auto)");
+}
+
+DType WeightPlacement::compute_dtype(DType stored) const {
   if (device.kind == DeviceKind::Cpu) return stored;
+  if (dtype) return *dtype;
   return dtype_info(stored).quantized ? DType::BF16 : stored;
 }
 
@@ -175,31 +184,34 @@ void upload_as(const Tensor& src, DType dtype, void* dst, Device device) {
 
 }  // namespace
 
-Tensor place_weight(const Tensor& t, Device device) {
-  return place_weight(t, device, t.dtype());
+Tensor place_weight(const Tensor& t, const WeightPlacement& where) {
+  return place_weight(t, where, t.dtype());
 }
 
-Tensor place_weight(const Tensor& t, Device device, DType stored) {
+Tensor place_weight(const Tensor& t, const WeightPlacement& where, DType stored) {
+  const Device device = where.device;
   if (device.kind == DeviceKind::Cpu) return t;
   VLLM_CHECK(t.is_contiguous() && t.device().kind == DeviceKind::Cpu, "place_weight input");
   const std::vector<int64_t> shape = t.shape();
-  Tensor out = Tensor::empty(std::span<const int64_t>(shape), compute_dtype(stored, device),
+  Tensor out = Tensor::empty(std::span<const int64_t>(shape), where.compute_dtype(stored),
                              device);
   upload_as(t, out.dtype(), out.raw(), device);
   return out;
 }
 
-Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts, Device device) {
+Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts,
+                     const WeightPlacement& where) {
+  const Device device = where.device;
   VLLM_CHECK(!parts.empty() && !parts[0].empty(), "stack_experts without experts");
   const int64_t in = parts[0][0].size(1);
   int64_t rows = 0;
   for (const Tensor& w : parts[0]) rows += w.size(0);
-  const DType dt = compute_dtype(parts[0][0].dtype(), device);
+  const DType dt = where.compute_dtype(parts[0][0].dtype());
   Tensor out = Tensor::empty({int64_t(parts.size()), rows, in}, dt, device);
   for (size_t e = 0; e < parts.size(); ++e) {
     int64_t row = 0;
     for (const Tensor& w : parts[e]) {
-      VLLM_CHECK(w.ndim() == 2 && w.size(1) == in && compute_dtype(w.dtype(), device) == dt,
+      VLLM_CHECK(w.ndim() == 2 && w.size(1) == in && where.compute_dtype(w.dtype()) == dt,
                  "expert ", e, " weight ", w.shape_str(), " ", dtype_name(w.dtype()),
                  " does not stack with expert 0's");
       upload_as(w, dt, out.narrow(int64_t(e), 1).row(0) + row * in * dtype_info(dt).block_bytes,
@@ -232,7 +244,8 @@ Tensor HostWeightArena::take(std::span<const int64_t> shape, DType dtype) {
 }
 
 Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases,
-                     Device device, HostWeightArena* arena) {
+                     const WeightPlacement& where, HostWeightArena* arena) {
+  const Device device = where.device;
   VLLM_CHECK(!weights.empty(), "Linear without weights");
   Linear lin;
   const int64_t in = weights[0].size(1);
@@ -243,14 +256,14 @@ Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tenso
     lin.out_features += w.size(0);
   }
   if (weights.size() == 1) {
-    lin.parts = {place_weight(weights[0], device)};
+    lin.parts = {place_weight(weights[0], where)};
   } else if (device.kind != DeviceKind::Cpu) {
     // Each part converted straight into its rows of the fused device tensor.
-    const DType dt = compute_dtype(weights[0].dtype(), device);
+    const DType dt = where.compute_dtype(weights[0].dtype());
     Tensor f = Tensor::empty({lin.out_features, in}, dt, device);
     int64_t row = 0;
     for (const Tensor& w : weights) {
-      VLLM_CHECK(compute_dtype(w.dtype(), device) == dt, "fused weights of mixed dtypes");
+      VLLM_CHECK(where.compute_dtype(w.dtype()) == dt, "fused weights of mixed dtypes");
       upload_as(w, dt, f.row(row), device);
       row += w.size(0);
     }

@@ -33,19 +33,26 @@ std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<GgufFile> gguf,
 
 // A contiguous f32 copy (norm weights and biases are used in f32), on `device`.
 Tensor to_f32(const Tensor& t, Device device = kCpu);
-// The dtype a weight is computed in on `device`: the stored one on the CPU (block types stay
-// quantized there); on CUDA float types keep theirs and block types become bf16.
-DType compute_dtype(DType stored, Device device);
-// `t` ready for matmul / embedding on `device`: the same tensor on the CPU, else a device copy
-// in compute_dtype().
-Tensor place_weight(const Tensor& t, Device device);
+// Where weights go, and the type they are computed in there (`--dtype`).
+struct WeightPlacement {
+  Device device = kCpu;
+  // On a device: the type every matmul and embedding weight takes (f32, f16 or bf16); unset
+  // (auto): float types keep theirs and block types become bf16. On the CPU it must be unset:
+  // weights are used as stored (block types stay quantized).
+  std::optional<DType> dtype;
+  WeightPlacement(Device d = kCpu, std::optional<DType> dt = std::nullopt);  // NOLINT: implicit
+  DType compute_dtype(DType stored) const;
+};
+// `t` ready for matmul / embedding: the same tensor on the CPU, else a device copy in
+// compute_dtype().
+Tensor place_weight(const Tensor& t, const WeightPlacement& where);
 // The same for `t` derived in f32 from a weight stored as `stored` (a transposed slice, say):
 // on a device it takes compute_dtype(stored), not f32's.
-Tensor place_weight(const Tensor& t, Device device, DType stored);
+Tensor place_weight(const Tensor& t, const WeightPlacement& where, DType stored);
 
-// [E, N, K] on `device` in compute_dtype(): expert e's rows are its parts[e] concatenated (each
-// [n_i, K], together N rows), converted straight from the host tensors.
-Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts, Device device);
+// [E, N, K] in compute_dtype(): expert e's rows are its parts[e] concatenated (each [n_i, K],
+// together N rows), converted straight from the host tensors.
+Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts, const WeightPlacement& where);
 
 // Host memory for the weights a model copies (the fused projections; the rest stay mmap'd):
 // one buffer on 2 MiB pages, handed out in pieces. Decode streams every weight each token, and
@@ -69,7 +76,7 @@ struct Linear {
 
   // The fused copy of CPU weights comes from `arena` when one is given.
   static Linear fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases,
-                      Device device = kCpu, HostWeightArena* arena = nullptr);
+                      const WeightPlacement& where = {}, HostWeightArena* arena = nullptr);
   void operator()(const Tensor& x, Tensor& out) const;
   // out = this(rms_norm(x) * norm_weight); scratch normed of x's shape.
   void normed(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,

@@ -544,6 +544,8 @@ int run_server(ServerConfig config) {
   if (bert && cfg.tensor_parallel_size != 1)
     throw Error("--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) +
                 ": embedding models run on one rank (use 1)");
+  if ((bert || cfg.runner == "pooling") && cfg.dtype)
+    throw Error("--dtype: pooling models run on the CPU in the checkpoint's types (use auto)");
   if (bert || cfg.runner == "pooling") {  // a pooling model: no generation engine
     const PoolingRuntime pooling = start_pooling(ctx, bert);
     return serve(ctx, signals);
@@ -559,7 +561,7 @@ int run_server(ServerConfig config) {
                  std::string(fill, '#').c_str(), std::string(kWidth - fill, ' ').c_str(), done,
                  total, done == total ? "\n" : "");
     std::fflush(stderr);
-  }, cfg.device, cfg.engine.max_model_len, cfg.tensor_parallel_size);
+  }, cfg.device, cfg.engine.max_model_len, cfg.tensor_parallel_size, cfg.dtype);
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
   model.model->set_enforce_eager(cfg.enforce_eager);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

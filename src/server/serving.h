@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/async_engine.h"
+#include "runtime/dtype.h"
 #include "engine/pooling_engine.h"
 #include "server/metrics.h"
 #include "server/response_store.h"
@@ -36,6 +37,7 @@ struct ServerConfig {
   std::string runner = "auto";                 // vLLM's --runner: auto, generate or pooling
   Device device;                               // where the weights, KV cache and kernels live
   bool enforce_eager = false;                  // no CUDA graphs
+  std::optional<DType> dtype;                 // --dtype (unset: auto)
   int tensor_parallel_size = 1;               // ranks, each a thread with its own shard (CPU)
   std::vector<std::string> served_model_names;  // the first one is the default
   std::string host = "127.0.0.1";

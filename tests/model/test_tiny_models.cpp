@@ -11,6 +11,7 @@
 #include "model/generator.h"
 #include "model/load.h"
 #include "runtime/device.h"
+#include "util/check.h"
 #include "tiny_fixture.h"
 
 using namespace vllm;
@@ -185,5 +186,52 @@ TEST(TinyMlaMixedSteps, CudaMatchesCpu) {
       std::printf("%s, mixed step %zu: CUDA against CPU %.2e (bar %.0e)\n", arch.c_str(), step,
                   err, kBar);
     }
+  }
+}
+
+// --dtype on CUDA: the f32 checkpoints loaded as bf16 and f16 (weights, and so the KV cache),
+// a dense, a mixture-of-experts and an MLA architecture (their experts are stacked and MLA's
+// absorbed W_UK / W_UV placed by separate paths). Against transformers' f32 logits the error
+// is the weights' rounding: bars of about ten unit roundoffs (bf16 2^-8, f16 2^-11) on
+// max|diff| / max|logit|. That it exceeds the f32 bar shows the weights were converted.
+TEST(TinyModelDtype, CudaComputesInTheRequestedType) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  for (const std::string arch : {"llama", "qwen3_moe", "deepseek_v2"}) {
+    const std::string dir = kDir + arch;
+    nlohmann::json ref = nlohmann::json::parse(std::ifstream(dir + "/reference.json"));
+    const auto& p = ref["prompts"][0];
+    std::vector<int32_t> seq = p["prompt_ids"].get<std::vector<int32_t>>();
+    const auto greedy = p["greedy_ids"].get<std::vector<int32_t>>();
+    seq.insert(seq.end(), greedy.begin(), greedy.end());
+    for (DType dt : {DType::BF16, DType::F16}) {
+      LoadedModel m = load_model(dir, {}, parse_device("cuda"), 0, 1, dt);
+      EXPECT_EQ(m.model->kv_dtype(), dt) << arch;
+      const int vocab = m.config().vocab_size;
+      const auto expected = read_f32(dir + "/" + p["logits_file"].get<std::string>(),
+                                     size_t(seq.size()) * vocab);
+      const Tensor logits = m.model->score(seq);
+      const double err = rel_error(logits.data<float>(), expected.data(), int64_t(seq.size()), vocab);
+      const double bar = dt == DType::BF16 ? 4e-2 : 5e-3;
+      EXPECT_LE(err, bar) << arch << " " << dtype_name(dt);
+      EXPECT_GT(err, kBar) << arch << " " << dtype_name(dt) << ": no rounding seen";
+      std::printf("%s as %s on CUDA: max|diff|/max|logit| = %.2e (bar %.0e)\n", arch.c_str(),
+                  std::string(dtype_name(dt)).c_str(), err, bar);
+    }
+  }
+}
+
+// --dtype names as vLLM spells them, and the CPU refusing anything but auto.
+TEST(TinyModelDtype, ParsedAndRefusedOnTheCpu) {
+  EXPECT_FALSE(parse_dtype("auto").has_value());
+  EXPECT_EQ(parse_dtype("bfloat16"), DType::BF16);
+  EXPECT_EQ(parse_dtype("half"), DType::F16);
+  EXPECT_EQ(parse_dtype("float16"), DType::F16);
+  EXPECT_EQ(parse_dtype("float"), DType::F32);
+  EXPECT_THROW(parse_dtype("int8"), Error);
+  try {
+    load_model(kDir + "llama", {}, kCpu, 0, 1, DType::BF16);
+    ADD_FAILURE() << "the CPU took --dtype bfloat16";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--dtype"), std::string::npos) << e.what();
   }
 }

@@ -33,7 +33,7 @@ def test_startup_log_names_kv_capacity(binary):
 
 
 def test_unsupported_flags_are_clear_errors(binary):
-    for args, needle in [(["--dtype", "float16"], "--dtype"),
+    for args, needle in [(["--dtype", "float16"], "--dtype"), (["--dtype", "int8"], "--dtype"),
                          (["--tensor-parallel-size", "2"], "--tensor-parallel-size"),
                          (["--log-level", "loud"], "--log-level"),
                          (["--chat-template", "/no/such/file"], "--chat-template"),
