@@ -3,13 +3,12 @@
 // normally, its library would be mapped by every run, CPU-only ones too. Each collective runs on
 // its rank's compute stream (the CUDA backend's), ordered with the kernels around it, so a
 // captured decode graph can hold it; the caller's thread gets the rank's device set first.
-#include <dlfcn.h>
-
 #include <string>
 
 #include "runtime/communicator.h"
 #include "runtime/cuda/common.cuh"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/dynamic_library.h"
 #include "runtime/device.h"
 #include "runtime/ops.h"
 
@@ -35,20 +34,10 @@ struct Nccl {
 
 const Nccl& nccl() {
   static const Nccl table = [] {
-    void* lib = nullptr;
-    std::string errors;
-    for (const char* name : {"libnccl.so.2", "libnccl.so"}) {
-      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (lib) break;
-      errors += std::string(errors.empty() ? "" : "; ") + dlerror();
-    }
-    if (!lib) throw Error("cannot load NCCL (tensor parallel on CUDA needs libnccl.so.2): " + errors);
+    const cuda::DynamicLibrary lib({"libnccl.so.2", "libnccl.so"},
+                             "NCCL (tensor parallel on CUDA needs libnccl.so.2)");
     Nccl t;
-    auto bind = [&](auto& fn, const char* sym) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, sym));
-      if (!fn) throw Error(std::string("NCCL has no symbol ") + sym);
-    };
-#define VLLM_NCCL_BIND(name) bind(t.name, #name);
+#define VLLM_NCCL_BIND(name) lib.bind(t.name, #name);
     VLLM_NCCL_BIND(ncclCommInitAll)
     VLLM_NCCL_BIND(ncclCommDestroy)
     VLLM_NCCL_BIND(ncclAllReduce)
