@@ -506,6 +506,9 @@ DecoderModel::StepInputs DecoderModel::upload_inputs(const ForwardBatch& batch,
 struct DecoderModel::Scratch {
   Tensor residual, h, qkv, attn, block_out, gate_up, act;
   Tensor q, q_latent, out_latent;  // MLA: q after q_b_proj, the query and output in latent space
+  // MLA on a GPU, steps mixing short and long sequences: each group's metadata with the long
+  // ones skipped (mla_attend), made once per step rather than once per layer.
+  std::map<const AttentionMeta*, AttentionMeta> mla_short_only;
 };
 
 Tensor DecoderModel::hidden_states(const ForwardBatch& batch, KvCache& cache) const {
@@ -681,9 +684,12 @@ void DecoderModel::mla_attend(const Tensor& rows, int64_t v_dim, const Attention
     return;
   }
   if (long_seqs < n) {
-    AttentionMeta short_only = a;
-    short_only.skip_queries_from = kMlaPrefillRows;
-    paged_attention(s.q_latent, rows, values, short_only, scale, window, s.out_latent);
+    auto it = s.mla_short_only.find(&a);
+    if (it == s.mla_short_only.end()) {
+      it = s.mla_short_only.emplace(&a, a).first;
+      it->second.skip_queries_from = kMlaPrefillRows;
+    }
+    paged_attention(s.q_latent, rows, values, it->second, scale, window, s.out_latent);
   }
   for (int b = 0; b < n; ++b) {
     if (q_len(b) < kMlaPrefillRows) continue;
