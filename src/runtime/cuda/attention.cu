@@ -27,17 +27,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int D = a.head_dim;
 
-  int b = 0, hi = a.num_seqs - 1;  // the sequence owning token t
-  while (b < hi) {
-    const int mid = (b + hi + 1) / 2;
-    if (a.query_start_loc[mid] <= t) b = mid; else hi = mid - 1;
-  }
-  const int q_len = a.query_start_loc[b + 1] - a.query_start_loc[b];
-  const int pos = a.seq_lens[b] - q_len + (t - a.query_start_loc[b]);
-  const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
-  const int chunk = (pos - first + 1 + splits - 1) / splits;
-  const int begin = first + split * chunk;
-  const int end = min(pos + 1, begin + chunk);
+  const TokenKeys tk = token_keys(a, t, split, splits);
+  const int b = tk.seq, begin = tk.begin, end = tk.end;
   const int kvh = h / (a.num_q_heads / a.num_kv_heads);
 
   float q[E], acc[E];

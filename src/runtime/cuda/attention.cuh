@@ -31,6 +31,31 @@ struct AttnArgs {
   float* part_ml;  // [T, Hq, splits, 2] running max and sum
 };
 
+// What query token t of a step sees, for the kernels that take one token per block: its
+// sequence, its q_len and position, and the keys [begin, end) of split `split` of `splits`
+// (equal shares of its visible range: causal, and windowed when a.window > 0).
+struct TokenKeys {
+  int seq, q_len, pos, begin, end;
+};
+template <typename C>
+__device__ __forceinline__ TokenKeys token_keys(const AttnArgs<C>& a, int t, int split,
+                                                int splits) {
+  TokenKeys k;
+  int b = 0, hi = a.num_seqs - 1;  // the sequence owning token t
+  while (b < hi) {
+    const int mid = (b + hi + 1) / 2;
+    if (a.query_start_loc[mid] <= t) b = mid; else hi = mid - 1;
+  }
+  k.seq = b;
+  k.q_len = a.query_start_loc[b + 1] - a.query_start_loc[b];
+  k.pos = a.seq_lens[b] - k.q_len + (t - a.query_start_loc[b]);
+  const int first = a.window > 0 ? max(0, k.pos - a.window + 1) : 0;
+  const int chunk = (k.pos - first + 1 + splits - 1) / splits;
+  k.begin = first + split * chunk;
+  k.end = min(k.pos + 1, k.begin + chunk);
+  return k;
+}
+
 // True when the tensor-core kernel takes this problem: C is half or bfloat16, head_dim is 64
 // or 128, and q/out rows are aligned for vector access.
 template <typename C>

@@ -50,18 +50,9 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(const AttnArgs<C> 
   float* s_sum = s_max + kWarps * kHeads;                             // [kWarps][kHeads]
 
   const int t = blockIdx.x, h0 = blockIdx.y * kHeads, split = blockIdx.z, splits = gridDim.z;
-  int b = 0, hi = a.num_seqs - 1;  // the sequence owning token t
-  while (b < hi) {
-    const int mid = (b + hi + 1) / 2;
-    if (a.query_start_loc[mid] <= t) b = mid; else hi = mid - 1;
-  }
-  const int q_len = a.query_start_loc[b + 1] - a.query_start_loc[b];
-  if (a.skip_queries_from > 0 && q_len >= a.skip_queries_from) return;
-  const int pos = a.seq_lens[b] - q_len + (t - a.query_start_loc[b]);
-  const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
-  const int chunk = (pos - first + 1 + splits - 1) / splits;
-  const int begin = first + split * chunk;
-  const int end = min(pos + 1, begin + chunk);
+  const TokenKeys tk = token_keys(a, t, split, splits);
+  if (a.skip_queries_from > 0 && tk.q_len >= a.skip_queries_from) return;
+  const int b = tk.seq, begin = tk.begin, end = tk.end;
   const int num_tiles = end > begin ? (end - begin + kKeys - 1) / kKeys : 0;
   const int heads = min(kHeads, a.num_q_heads - h0);
   const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks;
