@@ -63,9 +63,9 @@ void add_cpu_order_option(CLI::App& cmd, std::string& order) {
 
 void add_dtype_option(CLI::App& cmd, std::string& dtype) {
   cmd.add_option("--dtype", dtype,
-                 "Weight and KV cache type on a GPU: auto (the checkpoint's float types, "
-                 "quantized ones as bfloat16), bfloat16, float16 (half) or float32 (float); only "
-                 "auto on the CPU")
+                 "Weight type on a GPU, and KV cache type but for GGUF files (f16): auto (the "
+                 "checkpoint's float types, quantized ones as bfloat16), bfloat16, float16 "
+                 "(half) or float32 (float); only auto on the CPU")
       ->check(CLI::IsMember({"auto", "bfloat16", "float16", "half", "float32", "float"}))
       ->capture_default_str();
 }
