@@ -134,6 +134,8 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
     if (obj.is_list()) items.push_back(obj.list()[static_cast<size_t>(i)]);
     else text::append_utf8(s, cps[static_cast<size_t>(i)]);
+    // Stop before a step that would pass e: i + st itself may not fit in int64.
+    if (st > 0 ? st >= e - i : st <= e - i) break;
   }
   if (obj.is_string()) return Value(std::move(s), obj.is_markup());
   return Value(std::move(items), obj.is_tuple());
