@@ -243,9 +243,15 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
   if (op == "**") {
     if (!nums) unsupported_operands(op, a, b);
     if (ints && b.as_int() >= 0) {
+      // By squaring: steps in the exponent's bits, not its value (0 ** 2**62 must not loop).
+      // A square that overflows with bits left means |base| >= 2 and a result that overflows.
       int64_t base = a.as_int(), e = b.as_int(), acc = 1;
       bool overflow = false;
-      while (e-- > 0 && !overflow) overflow = __builtin_mul_overflow(acc, base, &acc);
+      while (e > 0 && !overflow) {
+        if (e & 1) overflow = __builtin_mul_overflow(acc, base, &acc);
+        e >>= 1;
+        if (e > 0 && !overflow) overflow = __builtin_mul_overflow(base, base, &base);
+      }
       return checked_int(overflow, acc);
     }
     if (a.as_double() == 0.0 && b.as_double() < 0) {

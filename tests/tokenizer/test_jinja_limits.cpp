@@ -86,6 +86,16 @@ TEST(JinjaLimits, HugeProductsFailBeforeAnythingIsBuilt) {
   expect_limit("{{ ([1] * 100000) * 100000 }}", "output size");
 }
 
+// Integers are int64 here (Python's are unbounded): a power past it is an OverflowError, found
+// by squaring in a few steps whatever the exponent.
+TEST(JinjaLimits, IntegerPowerPastInt64IsAnOverflowError) {
+  for (const char* t : {"{{ 2 ** 63 }}", "{{ 3 ** 40 }}", "{{ (-3) ** 9223372036854775807 }}"}) {
+    const Outcome o = render_with(t, {});
+    EXPECT_EQ(o.kind, "OverflowError") << t;
+    EXPECT_LT(o.seconds, 1.0) << t;
+  }
+}
+
 TEST(JinjaLimits, HugeRangeIsRefusedAsTheSandboxRefusesIt) {
   const Outcome o = render_with("{% for i in range(10**10) %}{% endfor %}", {});
   EXPECT_EQ(o.kind, "OverflowError");
