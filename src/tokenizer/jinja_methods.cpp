@@ -319,11 +319,17 @@ void add_globals(Scope& globals) {
     const int64_t stop = p.size() > 1 ? p[1].as_int() : p[0].as_int();
     const int64_t step = p.size() > 2 ? p[2].as_int() : 1;
     if (step == 0) raise("ValueError", "range() arg 3 must not be zero");
-    const int64_t n = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                               : (start > stop ? (start - stop - step - 1) / -step : 0);
+    // The length, in unsigned arithmetic: the distance between two int64 values, and -step,
+    // can pass INT64_MAX.
+    const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+    const uint64_t len =
+        step > 0 ? (stop > start ? (u(stop) - u(start) - 1) / u(step) + 1 : 0)
+                 : (start > stop ? (u(start) - u(stop) - 1) / (uint64_t(0) - u(step)) + 1 : 0);
+    const int64_t n = len > 100000 ? 100001 : static_cast<int64_t>(len);
     if (n > 100000) raise("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     std::vector<Value> out;
-    for (int64_t i = 0; i < n; ++i) out.emplace_back(start + i * step);
+    // start + i * step lies between start and stop, but i * step alone may not fit an int64.
+    for (int64_t i = 0; i < n; ++i) out.emplace_back(static_cast<int64_t>(u(start) + u(i) * u(step)));
     return Value(std::move(out));
   }));
   globals.set("namespace", Value::function("namespace", [](Evaluator& ev, CallArgs& a) {

@@ -49,8 +49,10 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-// seq * n: the size is known before anything is built, so a huge product fails at once.
+// seq * n: the size is known before anything is built, so a huge product fails at once, and
+// an empty sequence gives an empty one without a step per unit of n.
 Value repeat(const Value& seq, int64_t n) {
+  if (seq.is_string() ? seq.str().empty() : seq.list().empty()) n = 0;
   uint64_t unit = seq.is_string() ? seq.str().size() : 0;
   if (!seq.is_string()) {
     for (const auto& item : seq.list()) unit += value_bytes(item);

@@ -86,6 +86,19 @@ TEST(JinjaLimits, HugeProductsFailBeforeAnythingIsBuilt) {
   expect_limit("{{ ([1] * 100000) * 100000 }}", "output size");
 }
 
+// A range longer than the sandbox's 100,000, including ones whose length passes int64 (found by
+// fuzz_jinja: the length overflowed): an OverflowError, as jinja2's sandbox raises.
+TEST(JinjaLimits, HugeRangesAreOverflowErrors) {
+  for (const char* t : {"{% for i in range(9223372036854775807) %}{% endfor %}",
+                        "{% for i in range(-9223372036854775807 - 1, 9223372036854775807) %}{% endfor %}",
+                        "{{ range(9223372036854775807, -9223372036854775807 - 1, -1)|length }}",
+                        "{{ range(100001)|length }}"}) {
+    const Outcome o = render_with(t, {});
+    EXPECT_EQ(o.kind, "OverflowError") << t;
+  }
+  EXPECT_EQ(render_with("{{ range(100000)|length }}", {}).output, "100000");
+}
+
 // Integers are int64 here (Python's are unbounded): a power past it is an OverflowError, found
 // by squaring in a few steps whatever the exponent.
 TEST(JinjaLimits, IntegerPowerPastInt64IsAnOverflowError) {
