@@ -20,6 +20,6 @@ for lib in libcpp-httplib.so.0.11 libbrotlicommon.so.1 libbrotlidec.so.1 libbrot
 done
 cp ../shared/tokenizers/llama3/tokenizer.json ../shared/tokenizers/llama3/tokenizer_config.json \
   "$stage"/.device/tokenizer/
-rm -rf .device && mkdir .device
+mkdir -p .device && rm -f .device/device.tar.xz  # scripts/fuzz_device.sh packs beside it
 tar -C "$stage" -cf - .device | xz -T0 -6 > .device/device.tar.xz
 du -sh .device
