@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <map>
 #include <numeric>
@@ -57,6 +58,19 @@ std::vector<Tensor> gate_up_weights(const WeightSource& w, const std::string& p,
 }
 
 std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
+
+// A packed host copy of columns [start, start + n) of the 2-D host tensor w (block types:
+// whole blocks of each row).
+Tensor column_copy(const Tensor& w, int64_t start, int64_t n) {
+  const DTypeInfo& d = dtype_info(w.dtype());
+  VLLM_CHECK(w.ndim() == 2 && w.is_contiguous() && start % d.block_size == 0 &&
+                 n % d.block_size == 0 && start + n <= w.size(1),
+             "columns ", start, "+", n, " of ", w.shape_str(), " ", d.name);
+  Tensor out = Tensor::empty({w.size(0), n}, w.dtype());
+  const int64_t skip = row_bytes(w.dtype(), start), bytes = row_bytes(w.dtype(), n);
+  for (int64_t r = 0; r < w.size(0); ++r) std::memcpy(out.row(r), w.row(r) + skip, size_t(bytes));
+  return out;
+}
 
 std::vector<Tensor> expert_gate_up_weights(const WeightSource& w, const std::string& p, int e) {
   const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
@@ -226,7 +240,11 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
       VLLM_CHECK(L.router_bias.numel() == m.num_experts, "layer ", i,
                  " e_score_correction_bias of ", L.router_bias.numel(), " experts");
     }
-    if (m.shared_intermediate_size > 0) {
+    const int64_t F = m.intermediate_size, S = m.shared_intermediate_size;
+    // On a GPU the shared experts join the stacked routed ones (below) where they are whole
+    // experts' widths; elsewhere they are one gate/up and one down projection.
+    const bool shared_stacked = device_ != kCpu && S > 0 && S % F == 0;
+    if (S > 0 && !shared_stacked) {
       L.shared_gate_up =
           Linear::fused(gate_up_weights(w, p, "mlp.shared_experts."), {}, placement_, &arena);
       VLLM_CHECK(L.shared_gate_up.out_features == 2 * int64_t(m.shared_intermediate_size),
@@ -238,7 +256,6 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
     const auto down = [&](int e) {
       return w.require(p + "mlp.experts." + std::to_string(e) + ".down_proj.weight");
     };
-    const int64_t F = m.intermediate_size;
     const auto check = [&](int e, int64_t gate_up_rows, int64_t down_inputs) {
       VLLM_CHECK(gate_up_rows == 2 * F && down_inputs == F, "layer ", i, " expert ", e,
                  " shapes do not match moe_intermediate_size ", F);
@@ -255,6 +272,24 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
       for (int e = 0; e < m.num_experts; ++e) {
         gate_up.push_back(expert_gate_up_weights(w, p, e));
         downs.push_back({down(e)});
+      }
+      // The shared experts as experts E .. E + S / F - 1, slices F wide of their projections,
+      // which every token takes with weight 1 (moe_route): the grouped kernels run them with
+      // the routed ones, and their outputs join the routed sum last.
+      if (shared_stacked) {
+        const std::vector<Tensor> gu = gate_up_weights(w, p, "mlp.shared_experts.");
+        const Tensor sd = w.require(p + "mlp.shared_experts.down_proj.weight");
+        const bool one = gu.size() == 1;  // gate_up_proj stored fused
+        VLLM_CHECK(gu[0].size(0) == (one ? 2 * S : S) && (one || gu[1].size(0) == S) &&
+                       sd.ndim() == 2 && sd.size(1) == S,
+                   "layer ", i, " shared experts' shapes do not match n_shared_experts x "
+                   "moe_intermediate_size");
+        for (int64_t j = 0; j < S / F; ++j) {
+          gate_up.push_back({gu[0].narrow(j * F, F), one ? gu[0].narrow(S + j * F, F)
+                                                         : gu[1].narrow(j * F, F)});
+          downs.push_back({column_copy(sd, j * F, F)});
+        }
+        L.shared_in_stack = static_cast<int>(S / F);
       }
       // stack_experts checks that every expert has expert 0's shapes.
       L.stacked_gate_up = stack_experts(gate_up, placement_);
@@ -606,15 +641,19 @@ void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, 
     else L.qkv(s.residual, s.qkv);
     QkvHeads heads = split_qkv(s.qkv, c.num_heads, c.num_kv_heads, c.head_dim);
     if (spec.qk_norm == QkNorm::kPerHead) {  // between the projection and the rotation
-      rms_norm(q, L.q_norm, eps, q);
-      rms_norm(heads.k, L.k_norm, eps, heads.k);
-    } else if (spec.qk_norm == QkNorm::kWhole) {
-      Tensor qw = s.qkv.slice(1, 0, c.q_size());
-      Tensor kw = s.qkv.slice(1, c.q_size(), c.kv_size());
-      rms_norm(qw, L.q_norm, eps, qw);
-      rms_norm(kw, L.k_norm, eps, kw);
+      const HeadNorms norms{&L.q_norm, &L.k_norm, eps, c.num_heads};
+      qk_norm_rope_and_cache(heads.qk, norms, in.positions, L.rope, heads.k, heads.v, k_cache,
+                             v_cache, slots);
+    } else {
+      if (spec.qk_norm == QkNorm::kWhole) {
+        Tensor qw = s.qkv.slice(1, 0, c.q_size());
+        Tensor kw = s.qkv.slice(1, c.q_size(), c.kv_size());
+        rms_norm(qw, L.q_norm, eps, qw);
+        rms_norm(kw, L.k_norm, eps, kw);
+      }
+      rope_and_cache(heads.qk, in.positions, L.rope, heads.k, heads.v, k_cache, v_cache,
+                     slots);
     }
-    rope_and_cache(heads.qk, in.positions, L.rope, heads.k, heads.v, k_cache, v_cache, slots);
   }
   float softmax_scale = c.softmax_scale();
   if (c.scale_q_before_attention) {
@@ -647,19 +686,17 @@ void DecoderModel::mla_attention_block(const Layer& L, int i, const StepInputs& 
     q = s.q;
   }
   Tensor latent = s.qkv.slice(1, q_width, lat);
-  rms_norm(latent, L.kv_a_norm, eps, latent);
   Tensor k_pe = s.qkv.slice(1, q_width + lat, rot).split_last(1);  // [T, 1, rot]
   const Tensor heads = q.split_last(H);                              // [T, H, nope + rot]
   Tensor q_lat_nope = s.q_latent.slice(2, 0, lat);
   matmul_heads(heads.slice(2, 0, nope), L.uk_t, q_lat_nope);
   Tensor q_pe = s.q_latent.slice(2, lat, rot);
-  copy_strided(heads.slice(2, nope, rot), q_pe);
-  rope(q_pe, in.positions, L.rope);
-  rope(k_pe, in.positions, L.rope);
-  // The cache row [c, k_pe] lives in the first latent_width lanes; padding is never touched.
+  // The cache row [norm(c), rope(k_pe)] lives in the first latent_width lanes; padding is never
+  // touched.
   Tensor& row = cache.k[i];
   Tensor c_lanes = row.slice(3, 0, lat), pe_lanes = row.slice(3, lat, rot);
-  reshape_and_cache(latent.split_last(1), k_pe, c_lanes, pe_lanes, in.slots[layer_group_[i]]);
+  mla_rope_and_cache(latent, L.kv_a_norm, eps, heads.slice(2, nope, rot), q_pe, k_pe,
+                     in.positions, L.rope, c_lanes, pe_lanes, in.slots[layer_group_[i]]);
   mla_attend(row.slice(3, 0, m.latent_width()), lat, *in.meta[layer_group_[i]],
              L.spec.sliding_window, s);
   matmul_heads(s.out_latent, L.uv, s.attn);
@@ -790,29 +827,40 @@ void DecoderModel::route(int layer, const Layer& L, const Tensor& scores,
 // The experts run grouped: the tokens routed to an expert go through its gate/up, activation
 // and down as one matmul each, and are added back into their rows with their router weights,
 // experts in ascending order (transformers' order); the shared experts' output is added last.
+// On a GPU, that sum goes straight into the residual stream where nothing comes between.
 void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
   const ModelConfig& c = config_;
   const MoeSpec& m = c.moe;
   const int64_t T = s.residual.size(0), H = c.hidden_size;
-  if (L.ffn_norm.defined())
-    rms_norm(s.residual, L.ffn_norm, static_cast<float>(c.rms_norm_eps), s.h);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  if (L.ffn_norm.defined()) rms_norm(s.residual, L.ffn_norm, eps, s.h);
   const Tensor& h = L.ffn_norm.defined() ? s.h : s.residual;
-  Tensor& out = s.block_out;
-  if (device_ == kCpu) moe_experts_host(layer, L, h, out);
-  else moe_experts_device(layer, L, h, out);
-  if (m.shared_intermediate_size > 0) {
+  Tensor shared;  // the shared experts' output, where they are not stacked with the routed ones
+  if (m.shared_intermediate_size > 0 && L.shared_in_stack == 0) {
     const int64_t S = m.shared_intermediate_size;
     Tensor gate_up = Tensor::empty({T, 2 * S}, DType::F32, device_);
     Tensor act = Tensor::empty({T, S}, DType::F32, device_);
-    Tensor y = Tensor::empty({T, H}, DType::F32, device_);
-    L.shared_gate_up(h, gate_up);
-    silu_and_mul(gate_up, act);
-    L.shared_down(act, y);
-    add(out, y, out);
+    shared = Tensor::empty({T, H}, DType::F32, device_);
+    if (device_ != kCpu && L.ffn_norm.defined()) {  // the norm again, inside the fused GEMV
+      L.shared_gate_up.normed_silu(s.residual, L.ffn_norm, eps, s.h, gate_up, act);
+    } else {
+      L.shared_gate_up(h, gate_up);
+      silu_and_mul(gate_up, act);
+    }
+    L.shared_down(act, shared);
+  }
+  Tensor& out = s.block_out;
+  if (device_ == kCpu) {
+    moe_experts_host(layer, L, h, out);
+    if (shared.defined()) add(out, shared, out);
+  } else if (!L.ffn_post_norm.defined() && c.residual_multiplier == 1.0 && !comm_) {
+    moe_experts_device(layer, L, h, shared, true, s.residual);
+    return;
+  } else {
+    moe_experts_device(layer, L, h, shared, false, out);
   }
   if (comm_) comm_->all_reduce_sum(out);  // each rank ran its columns of every expert
-  if (L.ffn_post_norm.defined())
-    rms_norm(out, L.ffn_post_norm, static_cast<float>(c.rms_norm_eps), out);
+  if (L.ffn_post_norm.defined()) rms_norm(out, L.ffn_post_norm, eps, out);
   if (c.residual_multiplier != 1.0) scale(out, static_cast<float>(c.residual_multiplier));
   add(s.residual, out, s.residual);
 }
@@ -877,12 +925,15 @@ void DecoderModel::moe_experts_host(int layer, const Layer& L, const Tensor& h,
 // On a GPU nothing comes to the host: the router's scores are turned into each token's experts
 // there, the routed rows grouped by expert, and each projection is one grouped kernel over the
 // experts that have rows (runtime/cuda/moe.cu picks a GEMV or a tensor-core GEMM by the rows
-// per expert).
+// per expert; the GEMV applies the activation as it writes). Stacked shared experts are taken
+// by every token after its routed ones. out = the sum + extra (when defined), or out += that
+// with accumulate.
 void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h,
-                                      Tensor& out) const {
+                                      const Tensor& extra, bool accumulate, Tensor& out) const {
   const MoeSpec& m = config_.moe;
   const int64_t T = h.size(0), H = config_.hidden_size, F = m.intermediate_size;
-  const int64_t S = T * m.top_k;
+  const int k = m.top_k + L.shared_in_stack;  // experts a token takes
+  const int64_t S = T * k;
   const int E = m.num_experts;
   Tensor scores = Tensor::empty({T, E}, DType::F32, device_);
   L.router(h, scores);
@@ -894,8 +945,9 @@ void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h
   r.group_top2 = m.group_score != GroupScore::kMax;
   r.normalize = m.norm_topk_prob;
   r.scaling = static_cast<float>(m.routed_scaling_factor);
-  Tensor ids = Tensor::empty({T, m.top_k}, DType::I32, device_);
-  Tensor weights = Tensor::empty({T, m.top_k}, DType::F32, device_);
+  r.shared = L.shared_in_stack;
+  Tensor ids = Tensor::empty({T, k}, DType::I32, device_);
+  Tensor weights = Tensor::empty({T, k}, DType::F32, device_);
   Tensor margins = routing_observer_ ? Tensor::empty({T}, DType::F32, device_) : Tensor();
   moe_route(scores, L.router_bias, r, ids, weights, margins);
   if (routing_observer_) {  // tests only: a copy to the host (graphs are off meanwhile)
@@ -903,14 +955,12 @@ void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h
     for (int64_t t = 0; t < T; ++t) routing_observer_(layer, t, mg.data<float>()[t]);
   }
   MoePlan plan;
-  moe_align(ids, E, plan);
-  Tensor gate_up = Tensor::empty({S, 2 * F}, DType::F32, device_);
+  moe_align(ids, E + L.shared_in_stack, plan);
   Tensor act = Tensor::empty({S, F}, DType::F32, device_);
   Tensor y = Tensor::empty({S, H}, DType::F32, device_);
-  moe_matmul(h, plan.token, L.stacked_gate_up, plan, gate_up);
-  silu_and_mul(gate_up, act);
+  moe_matmul_silu(h, plan.token, L.stacked_gate_up, plan, act);
   moe_matmul(act, Tensor(), L.stacked_down, plan, y);
-  moe_combine(y, ids, weights, plan, out);
+  moe_combine(y, ids, weights, plan, out, extra, accumulate);
 }
 
 void DecoderModel::add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,

@@ -121,11 +121,13 @@ class DecoderModel {
     // Mixture-of-experts layers (MlpType::kMoe) instead of gate_up and down: the router
     // [num_experts, hidden] (and its score correction bias, f32), the experts' fused gate/up
     // and down (on the CPU one Linear each, their stored types kept; on a GPU stacked,
-    // [E, 2 * F, hidden] and [E, hidden, F]), and the shared experts' MLP where there is one.
+    // [E, 2 * F, hidden] and [E, hidden, F]), and the shared experts' MLP where there is one
+    // (on a GPU, where they are n whole experts' widths, stacked after the routed ones).
     Linear router;
     Tensor router_bias;
     std::vector<Linear> expert_gate_up, expert_down;  // CPU
     Tensor stacked_gate_up, stacked_down;              // GPU
+    int shared_in_stack = 0;                           // n
     Linear shared_gate_up, shared_down;
   };
   Layer load_layer(int i, const WeightSource& w, HostWeightArena& arena) const;
@@ -157,7 +159,8 @@ class DecoderModel {
   // device (grouped kernels over the experts, nothing brought to the host, so graphs can hold
   // the layer).
   void moe_experts_host(int layer, const Layer& L, const Tensor& h, Tensor& out) const;
-  void moe_experts_device(int layer, const Layer& L, const Tensor& h, Tensor& out) const;
+  void moe_experts_device(int layer, const Layer& L, const Tensor& h, const Tensor& extra,
+                          bool accumulate, Tensor& out) const;
   // The most tokens a decode step may have to be captured in a graph (0: none).
   int max_graph_tokens() const;
   // residual += post_norm(out) * residual_multiplier, where out = lin(x); scratch `product`.

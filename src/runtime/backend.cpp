@@ -31,10 +31,12 @@ void Backend::moe_route(const Tensor&, const Tensor&, const MoeRouting&, Tensor&
 void Backend::moe_align(const Tensor&, int, MoePlan&) {
   throw Error(device().str() + " has no moe_align");
 }
-void Backend::moe_matmul(const Tensor&, const Tensor&, const Tensor&, const MoePlan&, Tensor&) {
+void Backend::moe_matmul(const Tensor&, const Tensor&, const Tensor&, const MoePlan&, bool,
+                         Tensor&) {
   throw Error(device().str() + " has no moe_matmul");
 }
-void Backend::moe_combine(const Tensor&, const Tensor&, const Tensor&, const MoePlan&, Tensor&) {
+void Backend::moe_combine(const Tensor&, const Tensor&, const Tensor&, const MoePlan&,
+                          const Tensor&, bool, Tensor&) {
   throw Error(device().str() + " has no moe_combine");
 }
 

@@ -12,6 +12,7 @@ namespace vllm {
 struct RopeParams;
 struct AttentionMeta;
 struct MatmulFusion;
+struct HeadNorms;
 struct MoeRouting;
 struct MoePlan;
 
@@ -73,10 +74,12 @@ class Backend {
   virtual void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
                          Tensor& ids, Tensor& weights, Tensor& margins);
   virtual void moe_align(const Tensor& ids, int num_experts, MoePlan& plan);
+  // silu_output: out = silu_and_mul(product), half its width (moe_matmul_silu).
   virtual void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
-                          const MoePlan& plan, Tensor& out);
+                          const MoePlan& plan, bool silu_output, Tensor& out);
   virtual void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,
-                           const MoePlan& plan, Tensor& out);
+                           const MoePlan& plan, const Tensor& extra, bool accumulate,
+                           Tensor& out);
   virtual void mla_prefill_attention(const Tensor& q, const Tensor& cache,
                                      const AttentionMeta& meta, int seq, int v_dim, float scale,
                                      int sliding_window, Tensor& out);
@@ -92,10 +95,19 @@ class Backend {
                             const MatmulFusion& /*fusion*/) {
     return false;
   }
+  // norms: the heads' RMS norms first (qk_norm_rope_and_cache), or nullptr.
   virtual bool rope_and_cache(Tensor& /*qk*/, const Tensor& /*positions*/,
                               const RopeParams& /*params*/, const Tensor& /*k*/,
                               const Tensor& /*v*/, Tensor& /*k_cache*/, Tensor& /*v_cache*/,
-                              const Tensor& /*slot_mapping*/) {
+                              const Tensor& /*slot_mapping*/, const HeadNorms* /*norms*/) {
+    return false;
+  }
+  virtual bool mla_rope_and_cache(Tensor& /*latent*/, const Tensor& /*norm_weight*/,
+                                  float /*eps*/, const Tensor& /*q_pe_in*/,
+                                  Tensor& /*q_pe_out*/, Tensor& /*k_pe*/,
+                                  const Tensor& /*positions*/, const RopeParams& /*params*/,
+                                  Tensor& /*c_cache*/, Tensor& /*pe_cache*/,
+                                  const Tensor& /*slot_mapping*/) {
     return false;
   }
   // out[R] (i32) = index of the largest element of each row of x[R, C]; ties: lowest index.

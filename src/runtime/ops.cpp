@@ -138,8 +138,16 @@ void run_rms_norm_matmul(Backend& b, const Tensor& x, const Tensor& norm_weight,
 
 void run_rope_and_cache(Backend& b, Tensor& qk, const Tensor& positions,
                         const RopeParams& params, const Tensor& k, const Tensor& v,
-                        Tensor& k_cache, Tensor& v_cache, const Tensor& slot_mapping) {
-  if (b.rope_and_cache(qk, positions, params, k, v, k_cache, v_cache, slot_mapping)) return;
+                        Tensor& k_cache, Tensor& v_cache, const Tensor& slot_mapping,
+                        const HeadNorms* norms = nullptr) {
+  if (b.rope_and_cache(qk, positions, params, k, v, k_cache, v_cache, slot_mapping, norms))
+    return;
+  if (norms) {
+    Tensor q = qk.slice(1, 0, norms->q_heads);
+    Tensor kh = qk.slice(1, norms->q_heads, qk.size(1) - norms->q_heads);
+    b.rms_norm(q, *norms->q_weight, norms->eps, q);
+    b.rms_norm(kh, *norms->k_weight, norms->eps, kh);
+  }
   b.rope(qk, positions, params);
   b.reshape_and_cache(k, v, k_cache, v_cache, slot_mapping);
 }
@@ -311,9 +319,10 @@ void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Te
                  int64_t(r.topk_groups) * (E / r.num_groups) >= r.top_k,
              "moe_route: top_k ", r.top_k, " of ", E, " experts in ", r.num_groups,
              " groups, keeping ", r.topk_groups);
-  VLLM_CHECK(ids.size(0) == T && ids.size(1) == r.top_k && weights.shape() == ids.shape(),
+  VLLM_CHECK(r.shared >= 0 && ids.size(0) == T && ids.size(1) == r.top_k + r.shared &&
+                 weights.shape() == ids.shape(),
              "moe_route: ids ", ids.shape_str(), " weights ", weights.shape_str(), " for ",
-             scores.shape_str(), " and top_k ", r.top_k);
+             scores.shape_str(), ", top_k ", r.top_k, " and ", r.shared, " shared");
   VLLM_CHECK(scores.is_contiguous() && ids.is_contiguous() && weights.is_contiguous(),
              "moe_route tensors must be packed");
   same_device(scores, ids);
@@ -340,11 +349,15 @@ void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
   plan.position = Tensor::empty({S}, DType::I32, ids.device());
   plan.offsets = Tensor::empty({num_experts + 1}, DType::I32, ids.device());
   plan.active = Tensor::empty({num_experts + 1}, DType::I32, ids.device());
+  plan.max_rows_per_expert = ids.size(0);  // a token's experts are distinct
   backend_for(ids.device()).moe_align(ids, num_experts, plan);
 }
 
-void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
-                Tensor& out) {
+namespace {
+// The checks of moe_matmul and moe_matmul_silu: out is `width` wide (N, or N / 2 after the
+// activation).
+void check_moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
+                      int64_t width, const Tensor& out) {
   expect(x, "x", 2, DType::F32);
   expect(out, "out", 2, DType::F32);
   VLLM_CHECK(w.ndim() == 3 && w.is_contiguous() &&
@@ -352,7 +365,7 @@ void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoeP
              "moe_matmul: expert weights must be packed [E, N, K] f32/f16/bf16, got ",
              w.shape_str(), " ", dtype_name(w.dtype()));
   const int64_t S = plan.token.numel();
-  VLLM_CHECK(x.size(1) == w.size(2) && out.size(0) == S && out.size(1) == w.size(1) &&
+  VLLM_CHECK(x.size(1) == w.size(2) && out.size(0) == S && out.size(1) == width &&
                  plan.offsets.numel() == w.size(0) + 1,
              "moe_matmul: x ", x.shape_str(), " w ", w.shape_str(), " out ", out.shape_str(),
              " for ", S, " rows");
@@ -366,7 +379,21 @@ void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoeP
   VLLM_CHECK(out.is_contiguous(), "moe_matmul: out must be packed");
   same_device(x, w);
   same_device(x, out);
-  backend_for(out.device()).moe_matmul(x, rows, w, plan, out);
+}
+}  // namespace
+
+void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
+                Tensor& out) {
+  check_moe_matmul(x, rows, w, plan, w.ndim() == 3 ? w.size(1) : -1, out);
+  backend_for(out.device()).moe_matmul(x, rows, w, plan, false, out);
+}
+
+void moe_matmul_silu(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
+                     Tensor& out) {
+  VLLM_CHECK(w.ndim() == 3 && w.size(1) % 2 == 0, "moe_matmul_silu: w ", w.shape_str(),
+             " is no [E, 2F, K] of gate and up rows");
+  check_moe_matmul(x, rows, w, plan, w.size(1) / 2, out);
+  backend_for(out.device()).moe_matmul(x, rows, w, plan, true, out);
 }
 
 void mla_prefill_attention(const Tensor& q, const Tensor& cache, const AttentionMeta& meta,
@@ -388,7 +415,7 @@ void mla_prefill_attention(const Tensor& q, const Tensor& cache, const Attention
 }
 
 void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights, const MoePlan& plan,
-                 Tensor& out) {
+                 Tensor& out, const Tensor& extra, bool accumulate) {
   expect(y, "y", 2, DType::F32);
   expect(ids, "ids", 2, DType::I32);
   expect(weights, "weights", 2, DType::F32);
@@ -400,7 +427,13 @@ void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights, cons
              out.shape_str());
   VLLM_CHECK(y.is_contiguous() && out.is_contiguous(), "moe_combine: y and out must be packed");
   same_device(y, out);
-  backend_for(out.device()).moe_combine(y, ids, weights, plan, out);
+  if (extra.defined()) {
+    expect(extra, "extra", 2, DType::F32);
+    VLLM_CHECK(extra.shape() == out.shape() && extra.is_contiguous(), "moe_combine: extra ",
+               extra.shape_str(), " for out ", out.shape_str());
+    same_device(extra, out);
+  }
+  backend_for(out.device()).moe_combine(y, ids, weights, plan, extra, accumulate, out);
 }
 
 void softmax(const Tensor& x, Tensor& out) {
@@ -429,6 +462,52 @@ void rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& param
              "rope_and_cache: k must be the last heads of qk");
   run_rope_and_cache(backend_for(k_cache.device()), qk, positions, params, k, v, k_cache,
                      v_cache, slot_mapping);
+}
+
+void mla_rope_and_cache(Tensor& latent, const Tensor& norm_weight, float eps,
+                        const Tensor& q_pe_in, Tensor& q_pe_out, Tensor& k_pe,
+                        const Tensor& positions, const RopeParams& params, Tensor& c_cache,
+                        Tensor& pe_cache, const Tensor& slot_mapping) {
+  expect(latent, "latent", 2, DType::F32);
+  check_rms_norm(latent, norm_weight, latent);
+  check_rope(q_pe_out, positions, params);
+  check_rope(k_pe, positions, params);
+  expect(q_pe_in, "q_pe_in", 3, DType::F32);
+  VLLM_CHECK(q_pe_in.shape() == q_pe_out.shape() && k_pe.size(1) == 1,
+             "mla_rope_and_cache: q_pe ", q_pe_in.shape_str(), " into ", q_pe_out.shape_str(),
+             ", k_pe ", k_pe.shape_str());
+  inner_packed(q_pe_in, "q_pe_in");
+  inner_packed(q_pe_out, "q_pe_out");
+  const Tensor latent_heads = latent.split_last(1);
+  check_cache_write(latent_heads, k_pe, c_cache, pe_cache, slot_mapping);
+  Backend& b = backend_for(c_cache.device());
+  if (b.mla_rope_and_cache(latent, norm_weight, eps, q_pe_in, q_pe_out, k_pe, positions, params,
+                           c_cache, pe_cache, slot_mapping))
+    return;
+  b.rms_norm(latent, norm_weight, eps, latent);
+  b.copy_strided(q_pe_in, q_pe_out);
+  b.rope(q_pe_out, positions, params);
+  b.rope(k_pe, positions, params);
+  b.reshape_and_cache(latent_heads, k_pe, c_cache, pe_cache, slot_mapping);
+}
+
+void qk_norm_rope_and_cache(Tensor& qk, const HeadNorms& norms, const Tensor& positions,
+                            const RopeParams& params, const Tensor& k, const Tensor& v,
+                            Tensor& k_cache, Tensor& v_cache, const Tensor& slot_mapping) {
+  VLLM_CHECK(norms.q_weight && norms.k_weight && norms.q_heads > 0 &&
+                 norms.q_heads < qk.size(1),
+             "qk_norm_rope_and_cache: ", norms.q_heads, " q heads of ", qk.shape_str());
+  const Tensor q = qk.slice(1, 0, norms.q_heads);
+  const Tensor kh = qk.slice(1, norms.q_heads, qk.size(1) - norms.q_heads);
+  check_rms_norm(q, *norms.q_weight, q);
+  check_rms_norm(kh, *norms.k_weight, kh);
+  check_rope(qk, positions, params);
+  check_cache_write(k, v, k_cache, v_cache, slot_mapping);
+  VLLM_CHECK(k.raw() == kh.raw() && k.shape() == kh.shape() &&
+                 k.stride_bytes(0) == qk.stride_bytes(0),
+             "qk_norm_rope_and_cache: k must be the last heads of qk");
+  run_rope_and_cache(backend_for(k_cache.device()), qk, positions, params, k, v, k_cache,
+                     v_cache, slot_mapping, &norms);
 }
 
 QkvHeads split_qkv(const Tensor& qkv, int q_heads, int kv_heads, int head_dim) {

@@ -153,12 +153,14 @@ struct MoeRouting {
   bool group_top2 = false;     // a group's score: the sum of its two best, else its best
   bool normalize = false;      // weights divided by their sum (norm_topk_prob)
   float scaling = 1.0f;        // routed_scaling_factor
+  int shared = 0;  // shared experts stacked after the E routed ones (see moe_route)
 };
-// ids[T, k] i32 and weights[T, k] f32: each token's k experts, best first (ties to the lower
-// index), chosen by score (+ bias[E], the e_score_correction_bias, when defined) among the
-// kept groups, weighted by their unbiased score (normalized and scaled as `r` says), from the
-// router's scores[T, E] f32. margins[T] f32, when defined: the relative gap between the last
-// choice kept and the next one (groups and experts), as the host routing reports it.
+// ids[T, k + s] i32 and weights[T, k + s] f32 (s = r.shared): each token's k experts, best
+// first (ties to the lower index), chosen by score (+ bias[E], the e_score_correction_bias, when
+// defined) among the kept groups, weighted by their unbiased score (normalized and scaled as
+// `r` says), from the router's scores[T, E] f32; then experts E .. E + s - 1 with weight 1.
+// margins[T] f32, when defined: the relative gap between the last choice kept and the next one
+// (groups and experts), as the host routing reports it.
 void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
                Tensor& weights, Tensor& margins);
 // The routed rows grouped by expert, in ascending expert order and token order within one.
@@ -167,6 +169,7 @@ struct MoePlan {
   Tensor position;  // [S] i32: slot -> its grouped row
   Tensor offsets;   // [E + 1] i32: expert e's rows are offsets[e] .. offsets[e + 1] - 1
   Tensor active;    // [E + 1] i32: the number n of experts with rows, then those n, ascending
+  int64_t max_rows_per_expert = 0;  // a bound known on the host: the token count T
 };
 // Fills plan (tensors of the sizes above, on ids' device) from ids[T, k].
 void moe_align(const Tensor& ids, int num_experts, MoePlan& plan);
@@ -174,10 +177,17 @@ void moe_align(const Tensor& ids, int num_experts, MoePlan& plan);
 // rows [S] i32 (undefined: row r of x), w [E, N, K] (f32, f16 or bf16), out [S, N] f32.
 void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
                 Tensor& out);
+// out[S, F] = silu_and_mul(the moe_matmul product) for w [E, 2F, K] (gate rows, then up rows):
+// the same bits as moe_matmul into [S, 2F] followed by silu_and_mul, in one kernel where the
+// rows are few (decode).
+void moe_matmul_silu(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
+                     Tensor& out);
 // out[t, :] = sum over token t's experts in ascending expert order of weights[t, j] *
 // y[position[t * k + j], :]: y [S, H] f32 in grouped order, ids / weights [T, k], out [T, H].
+// With `extra` ([T, H] f32, e.g. the shared experts' output) the sum is sum + extra[t, :]; with
+// `accumulate`, out[t, :] + that sum is stored (a residual stream updated in place).
 void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights, const MoePlan& plan,
-                 Tensor& out);
+                 Tensor& out, const Tensor& extra = Tensor(), bool accumulate = false);
 // MLA attention of one sequence of `meta` (index seq) by materialized scores, for its prefill:
 // q [Tq, H, Dk] f32 are all of that sequence's query rows (the last Tq of its seq_lens
 // positions), cache [num_blocks, block_size, 1, Dk] its layer's latent rows (the value is a
@@ -201,6 +211,27 @@ void reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor
 void rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
                     const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                     const Tensor& slot_mapping);
+// MLA's per-token work between the projection and attention, in one kernel where the backend
+// has one: latent [T, L] = rms_norm(latent) * norm_weight in place; q_pe_out [T, H, R] =
+// rope(q_pe_in); k_pe [T, 1, R] rotated in place; then reshape_and_cache(latent, k_pe) into
+// c_cache and pe_cache, lane views of the cache's latent rows. The bits of those plain ops.
+void mla_rope_and_cache(Tensor& latent, const Tensor& norm_weight, float eps,
+                        const Tensor& q_pe_in, Tensor& q_pe_out, Tensor& k_pe,
+                        const Tensor& positions, const RopeParams& params, Tensor& c_cache,
+                        Tensor& pe_cache, const Tensor& slot_mapping);
+// Per-head RMS norms of the q and k heads (Qwen3's q_norm and k_norm, each [head_dim] f32),
+// applied before the rotation.
+struct HeadNorms {
+  const Tensor* q_weight = nullptr;
+  const Tensor* k_weight = nullptr;
+  float eps = 0.0f;
+  int q_heads = 0;  // qk's first q_heads heads are q, the rest k
+};
+// rms_norm of every q head by q_weight and every k head by k_weight, then rope_and_cache: one
+// kernel where the backend has one (on CUDA, the bits of the plain ops for heads of up to 128).
+void qk_norm_rope_and_cache(Tensor& qk, const HeadNorms& norms, const Tensor& positions,
+                            const RopeParams& params, const Tensor& k, const Tensor& v,
+                            Tensor& k_cache, Tensor& v_cache, const Tensor& slot_mapping);
 // Causal attention of q[T, Hq, D] over the paged cache (GQA: Hq % Hkv == 0) into
 // out[T, Hq, Dv], Dv the values' width: D, except where the caches are lane views of one
 // buffer (MLA's latent rows: one KV head, the key the whole row [c, k_pe], the value its

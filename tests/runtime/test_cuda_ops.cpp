@@ -109,7 +109,10 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
 // tile, K = 72 is no whole number of the GEMM's 64-wide steps (the GEMV takes it at any size).
 TEST_F(CudaOps, MoeMatmulMatchesReference) {
   struct Case { int64_t tokens, k, n; int top_k; };
-  const Case cases[] = {{300, 256, 200, 4}, {197, 128, 384, 6}, {8, 256, 200, 2}, {300, 72, 64, 4}};
+  // 1 to 3 tokens: the GEMV's one-, two- and four-row variants (decode).
+  const Case cases[] = {{300, 256, 200, 4}, {197, 128, 384, 6}, {8, 256, 200, 2},
+                        {300, 72, 64, 4},   {1, 256, 200, 6},   {2, 128, 96, 4},
+                        {3, 72, 64, 2}};
   const int E = 16, used = 12;  // experts 12..15 get no rows
   for (DType dt : {DType::BF16, DType::F16})
     for (const Case& c : cases) {
@@ -167,6 +170,64 @@ TEST_F(CudaOps, MoeMatmulMatchesReference) {
       EXPECT_EQ(0, std::memcmp(got.raw(), got2.raw(), size_t(S * c.n) * sizeof(float)))
           << "grouped rows in, " << dtype_name(dt) << " tokens=" << c.tokens;
       EXPECT_GT(offsets.data<int32_t>()[1] - offsets.data<int32_t>()[0], gemm ? 64 : 0);
+      if (!gemm && c.tokens < 8) {  // the eight-row variant gives each row the same bits
+        MoePlan wide = plan;
+        wide.max_rows_per_expert = 8;
+        Tensor out8 = Tensor::empty({S, c.n}, DType::F32, kGpu);
+        moe_matmul(x.to(kGpu), wide.token, wg, wide, out8);
+        const Tensor got8 = host(out8);
+        EXPECT_EQ(0, std::memcmp(got.raw(), got8.raw(), size_t(S * c.n) * sizeof(float)))
+            << "rows variant, " << dtype_name(dt) << " tokens=" << c.tokens;
+      }
+      // The activation fused into the product (the GEMV's epilogue; the GEMM runs the two ops):
+      // the bits of silu_and_mul over the plain product.
+      Tensor act = Tensor::empty({S, c.n / 2}, DType::F32, kGpu);
+      Tensor act_ref = Tensor::empty({S, c.n / 2}, DType::F32, kGpu);
+      silu_and_mul(out, act_ref);
+      moe_matmul_silu(x.to(kGpu), plan.token, wg, plan, act);
+      const Tensor a1 = host(act), a2 = host(act_ref);
+      EXPECT_EQ(0, std::memcmp(a1.raw(), a2.raw(), size_t(S * c.n / 2) * sizeof(float)))
+          << "silu fused, " << dtype_name(dt) << " tokens=" << c.tokens << " n=" << c.n;
+    }
+}
+
+// The weighted sum back into the tokens: experts in ascending order whatever order the router
+// listed them in, then the extra rows (shared experts), then added to out (accumulate). H = 300
+// leaves the second column block partial.
+TEST_F(CudaOps, MoeCombineSumsInExpertOrder) {
+  const int64_t T = 5, H = 300;
+  const int k = 3, E = 8;
+  const int32_t chosen[T][k] = {{5, 1, 3}, {0, 7, 2}, {2, 0, 1}, {6, 4, 5}, {1, 3, 7}};
+  Tensor ids = Tensor::empty({T, k}, DType::I32);
+  std::copy_n(&chosen[0][0], T * k, ids.data<int32_t>());
+  Tensor weights = randn({T, k}), y = randn({T * k, H}), extra = randn({T, H}),
+         base = randn({T, H});
+  MoePlan plan;
+  const Tensor gids = ids.to(kGpu);
+  moe_align(gids, E, plan);
+  const Tensor position = host(plan.position);
+  for (bool with_extra : {false, true})
+    for (bool accumulate : {false, true}) {
+      Tensor ref = Tensor::empty({T, H}, DType::F32);
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<int> order(k);
+        std::iota(order.begin(), order.end(), 0);
+        std::sort(order.begin(), order.end(),
+                  [&](int a, int b) { return chosen[t][a] < chosen[t][b]; });
+        for (int64_t c = 0; c < H; ++c) {
+          float acc = 0.0f;
+          for (int j : order)
+            acc += weights.data<float>()[t * k + j] *
+                   y.data<float>()[position.data<int32_t>()[t * k + j] * H + c];
+          if (with_extra) acc += extra.data<float>()[t * H + c];
+          ref.data<float>()[t * H + c] = accumulate ? base.data<float>()[t * H + c] + acc : acc;
+        }
+      }
+      Tensor out = base.to(kGpu);
+      moe_combine(y.to(kGpu), gids, weights.to(kGpu), plan, out,
+                  with_extra ? extra.to(kGpu) : Tensor(), accumulate);
+      EXPECT_LT(rel_err(host(out), ref), 1e-6) << "extra " << with_extra << " accumulate "
+                                               << accumulate;
     }
 }
 
@@ -431,6 +492,132 @@ TEST_F(CudaOps, RopeAndCacheMatchesCpu) {
       }
       EXPECT_LT(rel_err(got, want), tol) << dtype_name(dt) << " token " << t;
     }
+  }
+}
+
+TEST_F(CudaOps, QkNormRopeAndCacheMatchesPlainOps) {
+  // Qwen3's per-head q/k norms inside the rotation kernel, against the GPU's own plain ops
+  // (rms_norm of the q heads and of the k heads, then rope_and_cache): the same bits where a
+  // head has at most 128 lanes (rms_norm reduces such a row in one warp, in the fused kernel's
+  // order), within 1e-6 at 256. And against the CPU's plain ops: within rope's 1e-6.
+  const int64_t T = 5, Hq = 4, Hkv = 2, blocks = 3, bs = 4;
+  for (int64_t D : {64, 128, 256}) {
+    const int64_t row = Hkv * D;
+    RopeParams p;
+    p.head_dim = p.rotary_dim = int(D);
+    for (int i = 0; i < D / 2; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / D));
+    Tensor qkv = randn({T, (Hq + 2 * Hkv) * D}), qw = randn({D}), kw = randn({D});
+    Tensor pos = Tensor::empty({T}, DType::I32), slots = Tensor::empty({T}, DType::I32);
+    const int32_t pv[] = {3, 4, 5, 900, 0}, sv[] = {0, 1, 2, -1, 11};
+    std::copy(pv, pv + T, pos.data<int32_t>());
+    std::copy(sv, sv + T, slots.data<int32_t>());
+    const auto views = [&](Tensor& t) {
+      return std::array<Tensor, 3>{t.slice(1, 0, (Hq + Hkv) * D).split_last(Hq + Hkv),
+                                   t.slice(1, Hq * D, row).split_last(Hkv),
+                                   t.slice(1, (Hq + Hkv) * D, row).split_last(Hkv)};
+    };
+    const Tensor qkv_in = qkv.to(kGpu);
+    const Tensor qw_g = qw.to(kGpu), kw_g = kw.to(kGpu), pos_g = pos.to(kGpu);
+    const Tensor slots_g = slots.to(kGpu);
+    const float eps = 1e-6f;
+    // The CPU (plain ops).
+    auto [qk, k, v] = views(qkv);
+    Tensor kc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
+    Tensor vc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
+    qk_norm_rope_and_cache(qk, HeadNorms{&qw, &kw, eps, int(Hq)}, pos, p, k, v, kc, vc, slots);
+    // The GPU, fused.
+    Tensor fused = host(qkv_in).to(kGpu);
+    auto [qk_f, k_f, v_f] = views(fused);
+    Tensor kc_f = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32).to(kGpu);
+    Tensor vc_f = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32).to(kGpu);
+    qk_norm_rope_and_cache(qk_f, HeadNorms{&qw_g, &kw_g, eps, int(Hq)}, pos_g, p, k_f, v_f,
+                           kc_f, vc_f, slots_g);
+    // The GPU, plain ops.
+    Tensor plain = host(qkv_in).to(kGpu);
+    auto [qk_p, k_p, v_p] = views(plain);
+    Tensor q_p = qk_p.slice(1, 0, Hq);
+    rms_norm(q_p, qw_g, eps, q_p);
+    rms_norm(k_p, kw_g, eps, k_p);
+    Tensor kc_p = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32).to(kGpu);
+    Tensor vc_p = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32).to(kGpu);
+    rope_and_cache(qk_p, pos_g, p, k_p, v_p, kc_p, vc_p, slots_g);
+    const Tensor f = host(fused), pl = host(plain), kf = host(kc_f), kp = host(kc_p);
+    if (D <= 128) {
+      EXPECT_EQ(0, std::memcmp(f.raw(), pl.raw(), size_t(f.nbytes()))) << "D=" << D;
+      EXPECT_EQ(0, std::memcmp(kf.raw(), kp.raw(), size_t(kf.nbytes()))) << "D=" << D;
+    } else {
+      EXPECT_LT(rel_err(f, pl), 1e-6) << "D=" << D;
+      EXPECT_LT(rel_err(kf, kp), 1e-6) << "D=" << D;
+    }
+    EXPECT_LT(rel_err(f, qkv), 1e-6) << "against the CPU, D=" << D;
+    EXPECT_LT(rel_err(kf, kc), 1e-6) << "k cache against the CPU, D=" << D;
+    EXPECT_LT(rel_err(host(vc_f), vc), 1e-7) << "v cache against the CPU, D=" << D;
+  }
+}
+
+TEST_F(CudaOps, MlaRopeAndCacheMatchesPlainOps) {
+  // MLA's latent norm, query and key rotations and cache write in one kernel, against the GPU's
+  // own plain ops (rms_norm, copy_strided, rope twice, reshape_and_cache): the same bits, the
+  // cache row's padding lanes (a canary) untouched; and the rotations against the CPU within
+  // rope's 1e-6. DeepSeek's widths (16 heads, latent 512 + 64 rotary lanes in a 640-lane row),
+  // then a narrow latent whose norm takes one warp.
+  struct Case { int64_t heads, lat, nope, rot, width; };
+  const int64_t T = 5, blocks = 3, bs = 4;
+  const uint16_t canary = 0x7fc1;  // a bf16 NaN
+  for (const Case& c : {Case{16, 512, 128, 64, 640}, Case{2, 96, 16, 32, 136}}) {
+    const int64_t qw = c.heads * (c.nope + c.rot), cols = qw + c.lat + c.rot;
+    RopeParams p;
+    p.head_dim = p.rotary_dim = int(c.rot);
+    p.mscale = 1.07f;
+    for (int i = 0; i < c.rot / 2; ++i)
+      p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / float(c.rot)));
+    Tensor qkv = randn({T, cols}), norm = randn({c.lat});
+    Tensor pos = Tensor::empty({T}, DType::I32), slots = Tensor::empty({T}, DType::I32);
+    const int32_t pv[] = {3, 4, 5, 900, 0}, sv[] = {0, 1, 2, -1, 11};
+    std::copy(pv, pv + T, pos.data<int32_t>());
+    std::copy(sv, sv + T, slots.data<int32_t>());
+    Tensor cache0 = Tensor::empty({blocks, bs, 1, c.width}, DType::BF16);
+    std::fill_n(static_cast<uint16_t*>(cache0.raw()), cache0.numel(), canary);
+    struct Run { Tensor qkv, q_latent, cache; };
+    const auto run = [&](Device d, bool fused) {
+      Run r{qkv.to(d), Tensor::zeros({T, c.heads, c.lat + c.rot}, DType::F32).to(d),
+            d == kCpu ? Tensor::zeros({blocks, bs, 1, c.width}, DType::F32) : cache0.to(d)};
+      Tensor latent = r.qkv.slice(1, qw, c.lat);
+      Tensor k_pe = r.qkv.slice(1, qw + c.lat, c.rot).split_last(1);
+      const Tensor q_pe_in = r.qkv.slice(1, 0, qw).split_last(c.heads).slice(2, c.nope, c.rot);
+      Tensor q_pe = r.q_latent.slice(2, c.lat, c.rot);
+      Tensor c_lanes = r.cache.slice(3, 0, c.lat), pe_lanes = r.cache.slice(3, c.lat, c.rot);
+      const Tensor g = norm.to(d), ps = pos.to(d), ss = slots.to(d);
+      if (fused) {
+        mla_rope_and_cache(latent, g, 1e-6f, q_pe_in, q_pe, k_pe, ps, p, c_lanes, pe_lanes, ss);
+      } else {
+        rms_norm(latent, g, 1e-6f, latent);
+        copy_strided(q_pe_in, q_pe);
+        rope(q_pe, ps, p);
+        rope(k_pe, ps, p);
+        reshape_and_cache(latent.split_last(1), k_pe, c_lanes, pe_lanes, ss);
+      }
+      return Run{host(r.qkv), host(r.q_latent), host(r.cache)};
+    };
+    const Run fused = run(kGpu, true), plain = run(kGpu, false), cpu = run(kCpu, true);
+    const std::string what = "heads=" + std::to_string(c.heads) + " lat=" + std::to_string(c.lat);
+    EXPECT_EQ(0, std::memcmp(fused.qkv.raw(), plain.qkv.raw(), size_t(fused.qkv.nbytes()))) << what;
+    EXPECT_EQ(0, std::memcmp(fused.q_latent.raw(), plain.q_latent.raw(),
+                             size_t(fused.q_latent.nbytes()))) << what;
+    EXPECT_EQ(0, std::memcmp(fused.cache.raw(), plain.cache.raw(), size_t(fused.cache.nbytes())))
+        << what;
+    const auto* bits = static_cast<const uint16_t*>(fused.cache.raw());
+    int64_t written = 0, canaries = 0;
+    for (int64_t slot = 0; slot < blocks * bs; ++slot)
+      for (int64_t i = 0; i < c.width; ++i) {
+        const uint16_t b = bits[slot * c.width + i];
+        if (i >= c.lat + c.rot) canaries += b == canary;
+        else written += b != canary;
+      }
+    EXPECT_EQ(canaries, blocks * bs * (c.width - c.lat - c.rot)) << "padding lanes, " << what;
+    EXPECT_EQ(written, 4 * (c.lat + c.rot)) << "the four real slots' lanes, " << what;
+    EXPECT_LT(rel_err(fused.qkv, cpu.qkv), 1e-6) << what;
+    EXPECT_LT(rel_err(fused.q_latent, cpu.q_latent), 1e-6) << what;
   }
 }
 

@@ -96,26 +96,40 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (lane == 0) a.part_ml[part * 2] = mx, a.part_ml[part * 2 + 1] = sum;
 }
 
+// Block (t, h): the splits' partial rows of one (token, head) merged. Each split's factor
+// exp(m - max) is computed once, by the threads together, into shared memory (-1 marks a split
+// that saw no key); the sum of the weights runs in split order on one thread, and each lane's
+// output sums the splits in order, four loads in flight: the arithmetic of one thread walking
+// the splits, without a memory latency per split and lane.
 __global__ void merge_splits_kernel(const float* __restrict__ part_o,
                                     const float* __restrict__ part_ml, int splits, int heads,
                                     int head_dim, float* out, int64_t o_st, int64_t o_sh) {
   pdl_begin();
+  extern __shared__ float factor[];  // [splits]
+  __shared__ float inv_sum;
   const int t = blockIdx.x, h = blockIdx.y;
   const int64_t base = (int64_t(t) * heads + h) * splits;
   float mx = -INFINITY;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[(base + s) * 2]);
-  float sum = 0.0f;
-  for (int s = 0; s < splits; ++s) {
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) mx = fmaxf(mx, part_ml[(base + s) * 2]);
+  mx = block_max(mx);
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
     const float m = part_ml[(base + s) * 2];
-    if (m != -INFINITY) sum += part_ml[(base + s) * 2 + 1] * expf(m - mx);
+    factor[s] = m == -INFINITY ? -1.0f : expf(m - mx);
   }
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0.0f;
+    for (int s = 0; s < splits; ++s)
+      if (factor[s] >= 0.0f) sum += part_ml[(base + s) * 2 + 1] * factor[s];
+    inv_sum = sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+  __syncthreads();
+  const float inv = inv_sum;
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float o = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float m = part_ml[(base + s) * 2];
-      if (m != -INFINITY) o += part_o[(base + s) * head_dim + d] * expf(m - mx);
-    }
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s)
+      if (factor[s] >= 0.0f) o += part_o[(base + s) * head_dim + d] * factor[s];
     out[t * o_st + h * o_sh + d] = o * inv;
   }
 }
@@ -244,7 +258,7 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     }
     if (splits > 1) {
       const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(num_q_heads));
-      launch(merge_splits_kernel, grid, row_threads(head_dim), 0, stream_,
+      launch(merge_splits_kernel, grid, row_threads(v_dim), size_t(splits) * sizeof(float), stream_,
           part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, v_dim,
           out.data<float>(), row_stride(out), row_stride(out, 1));
     }

@@ -56,9 +56,10 @@ class CudaBackend final : public Backend {
                  Tensor& weights, Tensor& margins) override;
   void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) override;
   void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
-                  Tensor& out) override;
+                  bool silu_output, Tensor& out) override;
   void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,
-                   const MoePlan& plan, Tensor& out) override;
+                   const MoePlan& plan, const Tensor& extra, bool accumulate,
+                   Tensor& out) override;
   void mla_prefill_attention(const Tensor& q, const Tensor& cache, const AttentionMeta& meta,
                              int seq, int v_dim, float scale, int sliding_window,
                              Tensor& out) override;
@@ -66,7 +67,11 @@ class CudaBackend final : public Backend {
                          const Tensor& slot_mapping) override;
   bool rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
                       const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
-                      const Tensor& slot_mapping) override;
+                      const Tensor& slot_mapping, const HeadNorms* norms) override;
+  bool mla_rope_and_cache(Tensor& latent, const Tensor& norm_weight, float eps,
+                          const Tensor& q_pe_in, Tensor& q_pe_out, Tensor& k_pe,
+                          const Tensor& positions, const RopeParams& params, Tensor& c_cache,
+                          Tensor& pe_cache, const Tensor& slot_mapping) override;
   void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                        const AttentionMeta& meta, float scale, int sliding_window,
                        Tensor& out) override;

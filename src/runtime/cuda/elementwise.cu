@@ -161,23 +161,86 @@ __device__ void cache_token(const float* k, int64_t ks, const float* v, int64_t 
     c.v[slot * c.v_stride + i] = from_float<C>(v[t * vs + i]);
 }
 
-// rope_kernel, then the block writes its token's (rotated) k and v into the caches: k is the
-// last heads of x, so the block reads back what it has just written.
+// The per-head RMS norms of HeadNorms, as arguments.
+struct HeadNormArgs {
+  const float* q_weight = nullptr;  // nullptr: no norms
+  const float* k_weight = nullptr;
+  float eps = 0.0f;
+  int q_heads = 0, head_dim = 0;
+};
+
+// Token t's heads each RMS-normed in place, a warp per head. Each lane sums the squares of its
+// lanes in order and the warp reduces them as rms_norm_kernel does with its 32 threads (heads
+// of up to 128 lanes), so the result has rms_norm's bits there.
+__device__ void norm_heads(float* x, int64_t t, const RopeArgs& a, const HeadNormArgs& n) {
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (int h = threadIdx.x / 32; h < a.heads; h += warps) {
+    float* v = x + t * a.stride_t + h * a.stride_h;
+    const float* w = h < n.q_heads ? n.q_weight : n.k_weight;
+    float ss = 0.0f;
+    for (int i = lane; i < n.head_dim; i += 32) ss += v[i] * v[i];
+    const float scale = rsqrtf(warp_sum(ss) / float(n.head_dim) + n.eps);
+    for (int i = lane; i < n.head_dim; i += 32) v[i] = v[i] * scale * w[i];
+  }
+  __syncthreads();
+}
+
+// rope_kernel (after the heads' norms, where given), then the block writes its token's (rotated)
+// k and v into the caches: k is the last heads of x, so the block reads back what it has just
+// written.
 template <typename C>
 __global__ void rope_cache_kernel(float* x, const int32_t* __restrict__ positions,
                                   const RopeArgs a, const float* k, int64_t ks,
                                   const float* __restrict__ v, int64_t vs, const CacheRows<C> c,
-                                  const int32_t* __restrict__ slots) {
+                                  const int32_t* __restrict__ slots, const HeadNormArgs norms) {
   pdl_begin();
   const int64_t t = blockIdx.x;
+  if (norms.q_weight) norm_heads(x, t, a, norms);
   rotate_token(x, t, positions[t], a);
   __syncthreads();
   cache_token(k, ks, v, vs, c, t, slots[t]);
 }
 
+// MLA's per-token work between the projection and attention (mla_rope_and_cache), one block per
+// token: the latent row RMS-normed in place, in rms_norm_kernel's order (its first norm_threads
+// threads sum as rms_norm's block of that size does; the others add zeros), the query's
+// rotary lanes copied out and rotated, the key's rotary lanes rotated in place (rope_kernel's
+// arithmetic), then both written to the cache row's lanes. The bits of the plain ops.
+template <typename C>
+__global__ void mla_rope_cache_kernel(float* latent, int64_t ls, const float* __restrict__ norm_w,
+                                      float eps, int lat, int norm_threads,
+                                      const float* __restrict__ q_in, int64_t q_in_t,
+                                      int64_t q_in_h, float* q_out, const RopeArgs aq,
+                                      float* k_pe, const RopeArgs ak,
+                                      const int32_t* __restrict__ positions,
+                                      const CacheRows<C> c, const int32_t* __restrict__ slots) {
+  pdl_begin();
+  const int64_t t = blockIdx.x;
+  float* xr = latent + t * ls;
+  const bool norm_thread = int(threadIdx.x) < norm_threads;
+  float ss = 0.0f;
+  if (norm_thread)
+    for (int i = threadIdx.x; i < lat; i += norm_threads) ss += xr[i] * xr[i];
+  const float scale = rsqrtf(block_sum(ss) / float(lat) + eps);
+  if (norm_thread)
+    for (int i = threadIdx.x; i < lat; i += norm_threads) xr[i] = xr[i] * scale * norm_w[i];
+  const int rot = 2 * aq.half;
+  for (int j = threadIdx.x; j < aq.heads * rot; j += blockDim.x) {
+    const int h = j / rot, i = j % rot;
+    q_out[t * aq.stride_t + h * aq.stride_h + i] = q_in[t * q_in_t + h * q_in_h + i];
+  }
+  __syncthreads();
+  const int32_t pos = positions[t];
+  rotate_token(q_out, t, pos, aq);
+  __syncthreads();  // rotate_token's angle tables are about to be rewritten
+  rotate_token(k_pe, t, pos, ak);
+  __syncthreads();
+  cache_token(latent, ls, k_pe, ak.stride_t, c, t, slots[t]);
+}
+
 // The gate activations of the gated MLPs.
 struct Silu {
-  __device__ static float apply(float x) { return x / (1.0f + expf(-x)); }
+  __device__ static float apply(float x) { return silu(x); }
 };
 struct GeluTanh {  // PyTorch's gelu(x, approximate="tanh")
   __device__ static float apply(float x) {
@@ -368,18 +431,50 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& par
 
 bool CudaBackend::rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
                                  const Tensor& k, const Tensor& v, Tensor& k_cache,
-                                 Tensor& v_cache, const Tensor& slot_mapping) {
+                                 Tensor& v_cache, const Tensor& slot_mapping,
+                                 const HeadNorms* norms) {
   // Lane views of a wider cache row (MLA) take the plain ops.
   if (!fusion_enabled() || !k_cache.is_contiguous() || !v_cache.is_contiguous()) return false;
   const int64_t t = qk.size(0);
   if (t == 0) return true;
   const RopeArgs a = rope_args(qk, params);
+  HeadNormArgs n;
+  if (norms) {
+    n.q_weight = norms->q_weight->data<float>();
+    n.k_weight = norms->k_weight->data<float>();
+    n.eps = norms->eps;
+    n.q_heads = norms->q_heads;
+    n.head_dim = static_cast<int>(qk.size(2));
+  }
   dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
     launch(rope_cache_kernel<C>, rows_grid(t), row_threads(a.heads * a.half), 0, stream_,
         qk.data<float>(), positions.data<int32_t>(), a, k.data<float>(), row_stride(k),
         v.data<float>(), row_stride(v), cache_rows<C>(k_cache, v_cache),
-        slot_mapping.data<int32_t>());
+        slot_mapping.data<int32_t>(), n);
+  });
+  return true;
+}
+
+bool CudaBackend::mla_rope_and_cache(Tensor& latent, const Tensor& norm_weight, float eps,
+                                     const Tensor& q_pe_in, Tensor& q_pe_out, Tensor& k_pe,
+                                     const Tensor& positions, const RopeParams& params,
+                                     Tensor& c_cache, Tensor& pe_cache,
+                                     const Tensor& slot_mapping) {
+  if (!fusion_enabled()) return false;
+  const int64_t t = latent.size(0);
+  if (t == 0) return true;
+  const RopeArgs aq = rope_args(q_pe_out, params), ak = rope_args(k_pe, params);
+  const int lat = static_cast<int>(latent.size(1));
+  const int norm_threads = row_threads(lat / 4);  // rms_norm's block for such a row
+  const int threads = std::max(norm_threads, row_threads(int64_t(aq.heads) * aq.half));
+  dispatch_float_type(c_cache.dtype(), [&](auto* tag) {
+    using C = std::remove_pointer_t<decltype(tag)>;
+    launch(mla_rope_cache_kernel<C>, rows_grid(t), threads, 0, stream_, latent.data<float>(),
+        row_stride(latent), norm_weight.data<float>(), eps, lat, norm_threads,
+        q_pe_in.data<float>(), row_stride(q_pe_in), row_stride(q_pe_in, 1),
+        q_pe_out.data<float>(), aq, k_pe.data<float>(), ak, positions.data<int32_t>(),
+        cache_rows<C>(c_cache, pe_cache), slot_mapping.data<int32_t>());
   });
   return true;
 }

@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
               else if (lane == m) rotate_and_cache(a, m, c_unit, first_of_pair[m], v);
             } else if constexpr (kPairs) {
               if (c_column == 0) first_of_pair[m] = v;
-              else if (lane == m) a.out[m * a.ldo + c_unit] = first_of_pair[m] / (1.0f + expf(-first_of_pair[m])) * v;
+              else if (lane == m) a.out[m * a.ldo + c_unit] = silu(first_of_pair[m]) * v;
             } else if (lane == m) {
               if constexpr (Mode & kAccumulate) a.out[m * a.ldo + c_unit] += v;
               else a.out[m * a.ldo + c_unit] = v;

@@ -162,7 +162,7 @@ bool CudaBackend::run_matmul(const Tensor& x, const Tensor& w, Tensor& out,
     QkvHeads h = split_qkv(out, rc->q_heads, static_cast<int>(rc->k_cache->size(2)),
                            static_cast<int>(rc->k_cache->size(3)));
     if (!rope_and_cache(h.qk, *rc->positions, *rc->params, h.k, h.v, *rc->k_cache,
-                        *rc->v_cache, *rc->slot_mapping)) {
+                        *rc->v_cache, *rc->slot_mapping, nullptr)) {
       rope(h.qk, *rc->positions, *rc->params);
       reshape_and_cache(h.k, h.v, *rc->k_cache, *rc->v_cache, *rc->slot_mapping);
     }

@@ -24,6 +24,7 @@ struct RouteArgs {
   const float* scores;
   const float* bias;  // or null
   int experts, top_k, groups, topk_groups;
+  int shared;  // experts E .. E + shared - 1 taken by every token with weight 1 (after top_k)
   bool sigmoid, group_top2, normalize;
   float scaling;
   int32_t* ids;
@@ -123,9 +124,14 @@ __global__ void moe_route_kernel(const RouteArgs a) {
     margin = fminf(margin, (kept - v) / fabsf(kept));
   }
   const float norm = a.normalize ? 1.0f / sum : 1.0f;
+  const int width = a.top_k + a.shared;
   for (int r = lane; r < a.top_k; r += 32) {
-    a.ids[t * a.top_k + r] = order[r];
-    a.weights[t * a.top_k + r] = p[order[r]] * norm * a.scaling;
+    a.ids[t * width + r] = order[r];
+    a.weights[t * width + r] = p[order[r]] * norm * a.scaling;
+  }
+  for (int r = lane; r < a.shared; r += 32) {
+    a.ids[t * width + a.top_k + r] = E + r;
+    a.weights[t * width + a.top_k + r] = 1.0f;
   }
   if (a.margins && lane == 0) a.margins[t] = margin;
 }
@@ -187,16 +193,19 @@ moe_align_kernel(const int32_t* __restrict__ ids, int64_t slots, int top_k, int 
   }
 }
 
-constexpr int kGemvRows = 8;
+constexpr int kGemvMaxRows = 8;
 constexpr int kGemvWarps = 8;
 constexpr int kGemvColumnsPerWarp = 4;
 constexpr int kGemvColumns = kGemvWarps * kGemvColumnsPerWarp;  // per block
 
-// Block (x, y): kGemvColumns output columns of the y-th expert that has rows, over all its
-// rows, 8 at a time. Each warp takes 4 columns together, each lane 16 bytes of each column's
-// weights per step (4 loads in flight per step, 2 steps unrolled: decode's short columns are
-// latency-bound otherwise), the rows' dot products kept in registers.
-template <typename W>
+// Block (x, y): kGemvColumns weight rows of the y-th expert that has rows, over all its rows,
+// kRows at a time (as many as an expert can have, up to 8: fewer registers, more blocks in
+// flight for decode's one row per expert; each row's sums are the same at any kRows). Each warp takes 4 weight rows together, each lane 16 bytes of each row per step
+// (4 loads in flight per step, 2 steps unrolled: decode's short columns are latency-bound
+// otherwise), the rows' dot products kept in registers. kSilu: w is [E, 2F, K] gate then up
+// rows, each warp takes 2 gate rows and their up rows, and out[r, :F] = silu(gate) * up (the
+// same sums, so the same bits as silu_and_mul over the plain product).
+template <typename W, bool kSilu, int kRows>
 __global__ void __launch_bounds__(kGemvWarps * 32)
 moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restrict__ rows,
                 const W* __restrict__ w, int64_t n, int64_t k, const int32_t* __restrict__ offsets,
@@ -204,33 +213,37 @@ moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restr
   pdl_begin();
   constexpr int kPer = 16 / sizeof(W);
   constexpr int C = kGemvColumnsPerWarp;
+  constexpr int U = kSilu ? C / 2 : C;  // output columns per warp
   if (int(blockIdx.y) >= active[0]) return;
   const int e = active[1 + blockIdx.y];
   const int r0 = offsets[e], r1 = offsets[e + 1];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t first = int64_t(blockIdx.x) * kGemvColumns + warp * C;
-  if (first >= n) return;
-  const int cols = int(min(int64_t(C), n - first));
+  const int64_t outs = kSilu ? n / 2 : n;
+  const int64_t first = int64_t(blockIdx.x) * (kGemvWarps * U) + warp * U;
+  if (first >= outs) return;
+  const int units = int(min(int64_t(U), outs - first));
   // Columns past the end read the last one again and are not written.
   const uint4* wc[C];
 #pragma unroll
-  for (int c = 0; c < C; ++c)
-    wc[c] = reinterpret_cast<const uint4*>(w + (int64_t(e) * n + first + min(c, cols - 1)) * k);
+  for (int c = 0; c < C; ++c) {
+    const int64_t row = (c >= U ? outs : 0) + first + min(c % U, units - 1);
+    wc[c] = reinterpret_cast<const uint4*>(w + (int64_t(e) * n + row) * k);
+  }
   const int pieces = int(k / kPer);
-  for (int m0 = r0; m0 < r1; m0 += kGemvRows) {
-    const int m = min(kGemvRows, r1 - m0);
-    const float* xr[kGemvRows];
+  for (int m0 = r0; m0 < r1; m0 += kRows) {
+    const int m = min(kRows, r1 - m0);
+    const float* xr[kRows];
 #pragma unroll
-    for (int i = 0; i < kGemvRows; ++i)
+    for (int i = 0; i < kRows; ++i)
       xr[i] = x + int64_t(rows ? rows[m0 + min(i, m - 1)] : m0 + min(i, m - 1)) * ldx;
-    float acc[C][kGemvRows] = {};
+    float acc[C][kRows] = {};
 #pragma unroll 2
     for (int p = lane; p < pieces; p += 32) {
       uint4 u[C];
 #pragma unroll
       for (int c = 0; c < C; ++c) u[c] = __ldg(wc[c] + p);
 #pragma unroll
-      for (int i = 0; i < kGemvRows; ++i) {
+      for (int i = 0; i < kRows; ++i) {
         if (i >= m) break;
         const float* xp = xr[i] + int64_t(p) * kPer;
         float xv[kPer];
@@ -251,12 +264,18 @@ moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restr
       }
     }
 #pragma unroll
-    for (int c = 0; c < C; ++c) {
+    for (int i = 0; i < kRows; ++i) {
+      if (i >= m) break;
+      float sum[C];
 #pragma unroll
-      for (int i = 0; i < kGemvRows; ++i) {
-        if (i >= m) break;
-        const float s = warp_sum(acc[c][i]);
-        if (lane == 0 && c < cols) out[int64_t(m0 + i) * n + first + c] = s;
+      for (int c = 0; c < C; ++c) sum[c] = warp_sum(acc[c][i]);
+      if (lane != 0) continue;
+      float* o = out + int64_t(m0 + i) * outs + first;
+#pragma unroll
+      for (int c = 0; c < U; ++c) {
+        if (c >= units) break;
+        if constexpr (kSilu) o[c] = silu(sum[c]) * sum[c + U];
+        else o[c] = sum[c];
       }
     }
   }
@@ -404,10 +423,12 @@ moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, in
 }
 
 // Block (t, y): 256 columns of token t (one per thread, so that the loads of a token's rows
-// are in flight together): its experts' rows, weighted, summed in ascending expert order.
+// are in flight together): its experts' rows, weighted, summed in ascending expert order, then
+// extra's row added, then (accumulate) that sum added to out's own value.
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                                    const float* __restrict__ weights,
                                    const int32_t* __restrict__ position, int top_k, int64_t h,
+                                   const float* __restrict__ extra, bool accumulate,
                                    float* __restrict__ out) {
   pdl_begin();
   __shared__ int32_t row[kMaxTopK];
@@ -427,7 +448,8 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
   if (c >= h) return;
   float acc = 0.0f;
   for (int j = 0; j < top_k; ++j) acc += wt[j] * y[int64_t(row[j]) * h + c];
-  out[t * h + c] = acc;
+  if (extra) acc += extra[t * h + c];
+  out[t * h + c] = accumulate ? out[t * h + c] + acc : acc;
 }
 
 }  // namespace
@@ -436,12 +458,13 @@ void CudaBackend::moe_route(const Tensor& scores, const Tensor& bias, const MoeR
                             Tensor& ids, Tensor& weights, Tensor& margins) {
   const int64_t T = scores.size(0);
   const int E = int(scores.size(1));
-  VLLM_CHECK(r.num_groups <= kMaxGroups && r.top_k <= kMaxTopK, "moe_route on CUDA: at most ",
-             kMaxGroups, " groups and top_k ", kMaxTopK);
+  VLLM_CHECK(r.num_groups <= kMaxGroups && r.top_k + r.shared <= kMaxTopK,
+             "moe_route on CUDA: at most ", kMaxGroups, " groups and ", kMaxTopK,
+             " experts a token (shared ones included)");
   if (T == 0) return;
   RouteArgs a{scores.data<float>(), bias.defined() ? bias.data<float>() : nullptr, E, r.top_k,
-              r.num_groups, r.topk_groups, r.sigmoid, r.group_top2, r.normalize, r.scaling,
-              ids.data<int32_t>(), weights.data<float>(),
+              r.num_groups, r.topk_groups, r.shared, r.sigmoid, r.group_top2, r.normalize,
+              r.scaling, ids.data<int32_t>(), weights.data<float>(),
               margins.defined() ? margins.data<float>() : nullptr};
   const size_t smem = size_t(E) * (2 * sizeof(float) + sizeof(bool));
   VLLM_CHECK(smem <= 48 * 1024, "moe_route on CUDA: ", E, " experts is too many");
@@ -460,7 +483,7 @@ void CudaBackend::moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
 }
 
 void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
-                             const MoePlan& plan, Tensor& out) {
+                             const MoePlan& plan, bool silu_output, Tensor& out) {
   const int64_t S = out.size(0), n = w.size(1), k = w.size(2);
   const int E = int(w.size(0));
   if (S == 0) return;
@@ -475,13 +498,29 @@ void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& 
                     S > kGemvMaxMeanRows * most_experts;
   if (!gemm) {
     // Blocks beyond the active count return at once.
-    const dim3 grid(unsigned((n + kGemvColumns - 1) / kGemvColumns), unsigned(most_experts));
+    const int64_t per_block = silu_output ? kGemvColumns / 2 : kGemvColumns;
+    const dim3 grid(unsigned((out.size(1) + per_block - 1) / per_block), unsigned(most_experts));
+    const int64_t most_rows = std::min<int64_t>(plan.max_rows_per_expert, kGemvMaxRows);
     dispatch_float_type(w.dtype(), [&](auto* tag) {
       using W = std::remove_pointer_t<decltype(tag)>;
-      launch(moe_gemv_kernel<W>, grid, dim3(kGemvWarps * 32), 0, stream_, x.data<float>(), ldx, r,
-             w.data<W>(), n, k, plan.offsets.data<int32_t>(), plan.active.data<int32_t>(),
-             out.data<float>());
+      const auto run = [&](auto rows_tag) {
+        constexpr int R = decltype(rows_tag)::value;
+        const auto kernel = silu_output ? moe_gemv_kernel<W, true, R> : moe_gemv_kernel<W, false, R>;
+        launch(kernel, grid, dim3(kGemvWarps * 32), 0, stream_, x.data<float>(), ldx, r,
+               w.data<W>(), n, k, plan.offsets.data<int32_t>(), plan.active.data<int32_t>(),
+               out.data<float>());
+      };
+      if (most_rows <= 1) run(std::integral_constant<int, 1>{});
+      else if (most_rows <= 2) run(std::integral_constant<int, 2>{});
+      else if (most_rows <= 4) run(std::integral_constant<int, 4>{});
+      else run(std::integral_constant<int, kGemvMaxRows>{});
     });
+    return;
+  }
+  if (silu_output) {  // the GEMM's product, then the activation (prefill: not launch-bound)
+    Tensor product = Tensor::empty({S, n}, DType::F32, out.device());
+    moe_matmul(x, rows, w, plan, false, product);
+    silu_and_mul(product, out);
     return;
   }
   // Each expert's rows end in at most one partial tile.
@@ -506,14 +545,16 @@ void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& 
 }
 
 void CudaBackend::moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,
-                              const MoePlan& plan, Tensor& out) {
+                              const MoePlan& plan, const Tensor& extra, bool accumulate,
+                              Tensor& out) {
   const int64_t T = out.size(0), h = out.size(1);
   const int top_k = int(ids.size(1));
   VLLM_CHECK(top_k <= kMaxTopK, "moe_combine on CUDA: top_k ", top_k);
   if (T == 0) return;
   launch(moe_combine_kernel, dim3(unsigned(T), unsigned((h + 255) / 256)), dim3(256), 0, stream_,
          y.data<float>(), ids.data<int32_t>(), weights.data<float>(),
-         plan.position.data<int32_t>(), top_k, h, out.data<float>());
+         plan.position.data<int32_t>(), top_k, h,
+         extra.defined() ? extra.data<float>() : nullptr, accumulate, out.data<float>());
 }
 
 }  // namespace vllm::cuda
