@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -274,11 +275,20 @@ class Lexer {
       }
       return num;
     };
+    // Integers are int64 here (Python's are unbounded): a literal past that is refused, not
+    // clamped to a different number.
+    auto to_int = [&](const std::string& digits, int base, std::string_view text) {
+      errno = 0;
+      const long long v = std::strtoll(digits.c_str(), nullptr, base);
+      if (errno == ERANGE)
+        jinja::unsupported("integer literal " + std::string(text) + " (beyond 64 bits)", line_);
+      return static_cast<int64_t>(v);
+    };
     const char prefix = pos_ + 1 < src_.size() && src_[pos_] == '0' ? static_cast<char>(src_[pos_ + 1] | 0x20) : 0;
     if (prefix == 'x' || prefix == 'o' || prefix == 'b') {
       const size_t e = digits(pos_ + 2, true);
       Token t{TokenKind::Integer, src_.substr(pos_, e - pos_), line_};
-      t.int_value = std::strtoll(clean(pos_ + 2, e).c_str(), nullptr, prefix == 'x' ? 16 : prefix == 'o' ? 8 : 2);
+      t.int_value = to_int(clean(pos_ + 2, e), prefix == 'x' ? 16 : prefix == 'o' ? 8 : 2, t.value);
       out_.push_back(std::move(t));
       advance_to(e);
       return true;
@@ -300,7 +310,7 @@ class Lexer {
     const std::string num = clean(pos_, end);
     Token t{is_float ? TokenKind::Float : TokenKind::Integer, num, line_};
     if (is_float) t.float_value = std::strtod(num.c_str(), nullptr);
-    else t.int_value = std::strtoll(num.c_str(), nullptr, 10);
+    else t.int_value = to_int(num, 10, num);
     out_.push_back(std::move(t));
     advance_to(end);
     return true;

@@ -181,11 +181,11 @@ const Case kExpressions[] = {
     // Integer powers by squaring, at the ends of int64 (fuzz_jinja found 0 ** huge looping).
     {R"J({{ 0 ** 9223372036854775807 }} {{ 1 ** 9223372036854775807 }} {{ (-1) ** 9223372036854775807 }} {{ (-1) ** 9223372036854775806 }} {{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 3 ** 39 }} {{ 7 ** 0 }})J", "", "0 1 -1 1 4611686018427387904 -9223372036854775808 4052555153018976267 1", "", ""},
     // Steps and bounds at the ends of int64 (fuzz_jinja found the step overflowing the index).
-    {R"J({{ "abc"[1::9223372036854775807] }} {{ [1, 2, 3][::-9223372036854775808] }} {{ [1, 2, 3][-9223372036854775808:9223372036854775807:9223372036854775807] }} {{ "abcd"[9223372036854775807:-9223372036854775808:-9223372036854775807] }} {{ 'hello'[1:3555555555555555555:3555555555555555555] }})J", "", "b [3] [1] d e", "", ""},
+    {R"J({{ "abc"[1::9223372036854775807] }} {{ [1, 2, 3][::-9223372036854775807 - 1] }} {{ [1, 2, 3][-9223372036854775807 - 1:9223372036854775807:9223372036854775807] }} {{ "abcd"[9223372036854775807:-9223372036854775807 - 1:-9223372036854775807] }} {{ 'hello'[1:3555555555555555555:3555555555555555555] }})J", "", "b [3] [1] d e", "", ""},
     // range() and repetition at the ends of int64 (fuzz_jinja found range's length overflowing,
     // and '' * a huge count stepping once per unit of it).
     {R"J({% set min = -9223372036854775807 - 1 %}{{ range(min, 9223372036854775807, 4611686018427387904)|list }} {{ range(9223372036854775807, min, -4611686018427387904)|list }} {{ range(9223372036854775806, 9223372036854775807)|list }} {{ range(min, min + 1, min)|list }})J", "", "[-9223372036854775808, -4611686018427387904, 0, 4611686018427387904] [9223372036854775807, 4611686018427387903, -1, -4611686018427387905] [9223372036854775806] []", "", ""},
-    {R"J([{{ '' * 8899198251 }}] {{ ([] * 8899198251)|length }} {{ (() * 9223372036854775807)|length }} [{{ 9223372036854775807 * '' }}] [{{ 'ab' * -9223372036854775808 }}])J", "", "[] 0 0 [] []", "", ""},
+    {R"J([{{ '' * 8899198251 }}] {{ ([] * 8899198251)|length }} {{ (() * 9223372036854775807)|length }} [{{ 9223372036854775807 * '' }}] [{{ 'ab' * (-9223372036854775807 - 1) }}])J", "", "[] 0 0 [] []", "", ""},
     {R"J({{ d.a }} {{ d['a'] }} {{ d.b.c }} {{ d['b']['c'] }} {{ d.missing }}| {{ l[0] }} {{ l.0 }} {{ l[-1] }} {{ l[9] }}|)J", R"J({"d": {"a": 1, "b": {"c": 2}}, "l": [10, 20]})J", "1 1 2 2 | 10 10 20 |", "", ""},
     {R"J({{ d.items() }} {{ d.keys()|list }} {{ d.values()|list }} {{ d.get('a') }} {{ d.get('x') }} {{ d.get('x', 5) }} {{ d['items'] is defined }})J", R"J({"d": {"a": 1, "b": 2}})J", "dict_items([('a', 1), ('b', 2)]) ['a', 'b'] [1, 2] 1 None 5 True", "", ""},
     {R"J({{ [1, 2] + [3] }} {{ 'a' + 'b' }} {{ (1,) + (2,) }} {{ {'a': 1, 'b': [1, 2]} }} {{ [x, x ~ 'y'] }})J", R"J({"x": "q"})J", "[1, 2, 3] ab (1, 2) {'a': 1, 'b': [1, 2]} ['q', 'qy']", "", ""},
@@ -349,6 +349,14 @@ void expect_unsupported(const std::string& tmpl, const std::string& message) {
 
 TEST(JinjaConstructs, UnsupportedConstructNamesItselfAndLine) {
   expect_unsupported("{% extends 'base.html' %}", "unsupported construct tag 'extends' at line 1");
+  // Integers are int64 (jinja2's are Python's, unbounded): a literal past that is refused
+  // rather than clamped (it was clamped to 9223372036854775807 before).
+  expect_unsupported("{{ 9223372036854775808 }}",
+                     "unsupported construct integer literal 9223372036854775808 (beyond 64 bits) at line 1");
+  expect_unsupported("\n{{ -1_000_000_000_000_000_000_000 }}",
+                     "unsupported construct integer literal 1000000000000000000000 (beyond 64 bits) at line 2");
+  expect_unsupported("{{ 0x1_0000_0000_0000_0000 }}",
+                     "unsupported construct integer literal 0x1_0000_0000_0000_0000 (beyond 64 bits) at line 1");
   expect_unsupported("a\n\n{% include 'x' %}", "unsupported construct tag 'include' at line 3");
   expect_unsupported("{% import 'x' as y %}", "unsupported construct tag 'import' at line 1");
   expect_unsupported("{% block body %}{% endblock %}", "unsupported construct tag 'block' at line 1");
