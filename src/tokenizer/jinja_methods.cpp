@@ -329,7 +329,8 @@ void add_globals(Scope& globals) {
     if (n > 100000) raise("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     std::vector<Value> out;
     // start + i * step lies between start and stop, but i * step alone may not fit an int64.
-    for (int64_t i = 0; i < n; ++i) out.emplace_back(static_cast<int64_t>(u(start) + u(i) * u(step)));
+    for (int64_t i = 0; i < n; ++i)
+      out.emplace_back(static_cast<int64_t>(u(start) + u(i) * u(step)));
     return Value(std::move(out));
   }));
   globals.set("namespace", Value::function("namespace", [](Evaluator& ev, CallArgs& a) {

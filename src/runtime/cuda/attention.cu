@@ -258,8 +258,8 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     }
     if (splits > 1) {
       const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(num_q_heads));
-      launch(merge_splits_kernel, grid, row_threads(v_dim), size_t(splits) * sizeof(float), stream_,
-          part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, v_dim,
+      launch(merge_splits_kernel, grid, row_threads(v_dim), size_t(splits) * sizeof(float),
+          stream_, part_o.data<float>(), part_ml.data<float>(), splits, num_q_heads, v_dim,
           out.data<float>(), row_stride(out), row_stride(out, 1));
     }
   });

@@ -200,9 +200,10 @@ constexpr int kGemvColumns = kGemvWarps * kGemvColumnsPerWarp;  // per block
 
 // Block (x, y): kGemvColumns weight rows of the y-th expert that has rows, over all its rows,
 // kRows at a time (as many as an expert can have, up to 8: fewer registers, more blocks in
-// flight for decode's one row per expert; each row's sums are the same at any kRows). Each warp takes 4 weight rows together, each lane 16 bytes of each row per step
-// (4 loads in flight per step, 2 steps unrolled: decode's short columns are latency-bound
-// otherwise), the rows' dot products kept in registers. kSilu: w is [E, 2F, K] gate then up
+// flight for decode's one row per expert; each row's sums are the same at any kRows). Each
+// warp takes 4 weight rows together, each lane 16 bytes of each row per step (4 loads in
+// flight per step, 2 steps unrolled: decode's short columns are latency-bound otherwise), the
+// rows' dot products kept in registers. kSilu: w is [E, 2F, K] gate then up
 // rows, each warp takes 2 gate rows and their up rows, and out[r, :F] = silu(gate) * up (the
 // same sums, so the same bits as silu_and_mul over the plain product).
 template <typename W, bool kSilu, int kRows>
@@ -505,7 +506,8 @@ void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& 
       using W = std::remove_pointer_t<decltype(tag)>;
       const auto run = [&](auto rows_tag) {
         constexpr int R = decltype(rows_tag)::value;
-        const auto kernel = silu_output ? moe_gemv_kernel<W, true, R> : moe_gemv_kernel<W, false, R>;
+        const auto kernel =
+            silu_output ? moe_gemv_kernel<W, true, R> : moe_gemv_kernel<W, false, R>;
         launch(kernel, grid, dim3(kGemvWarps * 32), 0, stream_, x.data<float>(), ldx, r,
                w.data<W>(), n, k, plan.offsets.data<int32_t>(), plan.active.data<int32_t>(),
                out.data<float>());
