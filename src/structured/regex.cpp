@@ -8,6 +8,10 @@
 namespace vllm::structured {
 namespace {
 
+// Groups nest at most this deep: the parser recurses per group, and a request's pattern of
+// thousands of '(' would otherwise overflow the stack (found by fuzz_request_json).
+constexpr int kMaxGroupDepth = 32;
+
 class RegexParser {
  public:
   RegexParser(GrammarBuilder& g, std::string_view p) : g_(g), p_(p) {}
@@ -228,7 +232,10 @@ class RegexParser {
             fail("the group form (?");
           }
         }
+        if (++depth_ > kMaxGroupDepth)
+          fail("groups nested deeper than " + std::to_string(kMaxGroupDepth));
         Symbol s = alternation();
+        --depth_;
         if (!more() || peek() != ')') fail("an unclosed '('");
         ++i_;
         return s;
@@ -267,6 +274,7 @@ class RegexParser {
   GrammarBuilder& g_;
   std::string_view p_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open around the parse position
 };
 
 }  // namespace
