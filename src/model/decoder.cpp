@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <initializer_list>
 #include <map>
 #include <numeric>
@@ -58,19 +57,6 @@ std::vector<Tensor> gate_up_weights(const WeightSource& w, const std::string& p,
 }
 
 std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
-
-// A packed host copy of columns [start, start + n) of the 2-D host tensor w (block types:
-// whole blocks of each row).
-Tensor column_copy(const Tensor& w, int64_t start, int64_t n) {
-  const DTypeInfo& d = dtype_info(w.dtype());
-  VLLM_CHECK(w.ndim() == 2 && w.is_contiguous() && start % d.block_size == 0 &&
-                 n % d.block_size == 0 && start + n <= w.size(1),
-             "columns ", start, "+", n, " of ", w.shape_str(), " ", d.name);
-  Tensor out = Tensor::empty({w.size(0), n}, w.dtype());
-  const int64_t skip = row_bytes(w.dtype(), start), bytes = row_bytes(w.dtype(), n);
-  for (int64_t r = 0; r < w.size(0); ++r) std::memcpy(out.row(r), w.row(r) + skip, size_t(bytes));
-  return out;
-}
 
 std::vector<Tensor> expert_gate_up_weights(const WeightSource& w, const std::string& p, int e) {
   const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
@@ -287,7 +273,7 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
         for (int64_t j = 0; j < S / F; ++j) {
           gate_up.push_back({gu[0].narrow(j * F, F), one ? gu[0].narrow(S + j * F, F)
                                                          : gu[1].narrow(j * F, F)});
-          downs.push_back({column_copy(sd, j * F, F)});
+          downs.push_back({copy_columns(sd, j * F, F)});
         }
         L.shared_in_stack = static_cast<int>(S / F);
       }

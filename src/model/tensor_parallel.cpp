@@ -1,7 +1,6 @@
 #include "model/tensor_parallel.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "util/check.h"
@@ -40,10 +39,7 @@ Tensor take_columns(const Tensor& t, int64_t begin, int64_t length, const std::s
     throw Error(name + " (" + std::string(dtype_name(t.dtype())) + ", blocks of " +
                 std::to_string(block) + ") cannot be split at column " + std::to_string(begin) +
                 " for tensor parallelism: the split must fall on a block boundary");
-  Tensor out = Tensor::empty({t.size(0), length}, t.dtype());
-  const int64_t skip = row_bytes(t.dtype(), begin), bytes = row_bytes(t.dtype(), length);
-  for (int64_t r = 0; r < t.size(0); ++r) std::memcpy(out.row(r), t.row(r) + skip, size_t(bytes));
-  return out;
+  return copy_columns(t, begin, length);
 }
 
 class ShardSource final : public WeightSource {

@@ -199,6 +199,18 @@ Tensor place_weight(const Tensor& t, const WeightPlacement& where, DType stored)
   return out;
 }
 
+Tensor copy_columns(const Tensor& w, int64_t begin, int64_t length) {
+  const DTypeInfo& d = dtype_info(w.dtype());
+  VLLM_CHECK(w.ndim() == 2 && w.is_contiguous() && begin >= 0 && length >= 0 &&
+                 begin % d.block_size == 0 && length % d.block_size == 0 &&
+                 begin + length <= w.size(1),
+             "columns ", begin, "+", length, " of ", w.shape_str(), " ", d.name);
+  Tensor out = Tensor::empty({w.size(0), length}, w.dtype());
+  const int64_t skip = row_bytes(w.dtype(), begin), bytes = row_bytes(w.dtype(), length);
+  for (int64_t r = 0; r < w.size(0); ++r) std::memcpy(out.row(r), w.row(r) + skip, size_t(bytes));
+  return out;
+}
+
 Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts,
                      const WeightPlacement& where) {
   const Device device = where.device;

@@ -50,6 +50,10 @@ Tensor place_weight(const Tensor& t, const WeightPlacement& where);
 // on a device it takes compute_dtype(stored), not f32's.
 Tensor place_weight(const Tensor& t, const WeightPlacement& where, DType stored);
 
+// A packed host copy of columns [begin, begin + length) of the 2-D host tensor w (block types:
+// whole blocks of each row; the bounds must fall on block boundaries).
+Tensor copy_columns(const Tensor& w, int64_t begin, int64_t length);
+
 // [E, N, K] in compute_dtype(): expert e's rows are its parts[e] concatenated (each [n_i, K],
 // together N rows), converted straight from the host tensors.
 Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts, const WeightPlacement& where);
