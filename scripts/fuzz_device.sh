@@ -4,11 +4,13 @@
 #       build-fuzz/) and packs them, the shared libraries they need, the shared tokenizers they
 #       read and their corpora (committed seeds + build-fuzz/corpus) into .device/fuzz.tar.xz
 #       (name .device in the device tool's `carry`)
-#   scripts/fuzz_device.sh run SECONDS TARGET...  there: each target in libFuzzer's fork mode
-#       with one job per core for SECONDS, a crash, timeout or out-of-memory stopping it; logs
-#       and each target's new corpus under $OUT (default out/)
-# The executions and findings of each run are the last status line of $OUT/fuzz_TARGET.log
-# ("#N: ... oom/timeout/crash: 0/0/0"); docs/reliability.md has the figures.
+#   scripts/fuzz_device.sh run SECONDS TARGET[:WORKERS]...  there: all the targets at once,
+#       each as WORKERS independent fuzzing processes (default 1) sharing FUZZ_RUNS executions
+#       (10,000,000) for at most SECONDS; logs (fuzz_TARGET_N.log), findings
+#       (artifacts_TARGET/) and each target's grown corpus (corpus_TARGET.tar.xz) under $OUT
+#       (default out/)
+# It prints each target's executions (summed over its workers) and findings;
+# docs/reliability.md has the figures.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -38,37 +40,53 @@ pack)
   ;;
 run)
   shift
-  [ $# -ge 2 ] || { echo "usage: $0 run SECONDS TARGET..." >&2; exit 2; }
+  [ $# -ge 2 ] || { echo "usage: $0 run SECONDS TARGET[:WORKERS]..." >&2; exit 2; }
   seconds=$1
   shift
-  OUT=${OUT:-out}
+  OUT=$(realpath -m "${OUT:-out}")
   mkdir -p "$OUT"
+  root=$PWD
   work=$(mktemp -d)
   tar -C "$work" -xJf .device/fuzz.tar.xz
   export LD_LIBRARY_PATH="$work/fuzz/lib:${LD_LIBRARY_PATH:-}"
   export VLLM_FUZZ_SHARED="$work/fuzz/shared"
   export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  jobs=$(nproc)
-  status=0
-  for t in "$@"; do
+  runs=${FUZZ_RUNS:-10000000}
+  # Every target at once, each as WORKERS independent libFuzzer processes sharing one corpus
+  # directory (each rereads the inputs the others add), each running to its share of the
+  # executions or to SECONDS, timeouts and out-of-memory being findings as in scripts/fuzz.sh's
+  # long runs. (Fork mode restarts its jobs every few seconds, and the tokenizer targets load
+  # their tokenizers at each start: 16 jobs gave 3-8 times one core.)
+  pids=()
+  for spec in "$@"; do
+    t=${spec%%:*}
+    workers=1
+    [ "$spec" != "$t" ] && workers=${spec#*:}
     corpus="$work/fuzz/corpus/$t"
-    mkdir -p "$corpus" "$OUT/artifacts/$t"
+    mkdir -p "$corpus" "$OUT/artifacts_$t"
     dict=()
-    [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
-    echo "==> fuzz: $t, $jobs jobs, $seconds s"
-    # Fork mode ignores timeouts and out-of-memory by default; here they are findings too, with
-    # the limits of scripts/fuzz.sh's long runs.
-    set +e
-    "$work/fuzz/bin/$t" -fork="$jobs" -ignore_timeouts=0 -ignore_ooms=0 -ignore_crashes=0 \
-      -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2560 -print_final_stats=1 \
-      -artifact_prefix="$OUT/artifacts/$t/" "${dict[@]}" "$corpus" "tests/fuzz/corpus/$t" \
-      > "$OUT/fuzz_$t.log" 2>&1
-    rc=$?
-    set -e
-    grep -E '^#[0-9]+:' "$OUT/fuzz_$t.log" | tail -1
-    echo "$t: exit $rc, corpus $(find "$corpus" -type f | wc -l) inputs"
-    [ "$rc" = 0 ] || status=1
+    [ -f "$root/tests/fuzz/$t.dict" ] && dict=(-dict="$root/tests/fuzz/$t.dict")
+    each=$(( (runs + workers - 1) / workers ))
+    echo "==> fuzz: $t, $workers workers, $seconds s, $each runs each"
+    for w in $(seq 1 "$workers"); do
+      "$work/fuzz/bin/$t" -runs="$each" -max_total_time="$seconds" -timeout=60 \
+        -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix="$OUT/artifacts_$t/" \
+        "${dict[@]}" "$corpus" "$root/tests/fuzz/corpus/$t" > "$OUT/fuzz_${t}_$w.log" 2>&1 &
+      pids+=($!)
+    done
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  status=0
+  for spec in "$@"; do
+    t=${spec%%:*}
+    # Executions summed over the workers' final statistics; findings are the artifacts.
+    execs=$(cat "$OUT/fuzz_${t}"_*.log |
+      awk '/stat::number_of_executed_units/ {s += $NF} END {print s + 0}')
+    findings=$(find "$OUT/artifacts_$t" -type f | wc -l)
+    echo "$t: $execs executions, $findings findings, corpus $(find "$work/fuzz/corpus/$t" -type f | wc -l) inputs"
+    [ "$findings" = 0 ] || status=1
+    tar -C "$work/fuzz/corpus/$t" -cJf "$OUT/corpus_$t.tar.xz" .
   done
   exit "$status"
   ;;

@@ -49,10 +49,14 @@ bool pdl_enabled();
 // Whether matmul_fused and rope_and_cache use their fused kernels: unless VLLM_CUDA_FUSE=0
 // (for A/B timing; the front-ends then run the plain ops).
 bool fusion_enabled();
+// Whether launch() runs `kernel` twice: those whose name contains VLLM_CUDA_REPEAT (unset:
+// none). A measuring aid with no profiler that sees inside graph replay: a step's time grows by
+// what the kernel costs there. Outputs are then wrong wherever a kernel accumulates.
+bool repeat_launch(const void* kernel);
 
 template <typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-            Args&&... args) {
+            const Args&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -64,7 +68,9 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
   cfg.attrs = attr;
   cfg.numAttrs = pdl_enabled() ? 1 : 0;
   // A bad configuration shows here, not at the next synchronisation.
-  VLLM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+  VLLM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+  if (repeat_launch(reinterpret_cast<const void*>(kernel)))
+    VLLM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
 
 __device__ __forceinline__ float to_float(float v) { return v; }

@@ -5,7 +5,10 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "runtime/cuda/common.cuh"
@@ -31,6 +34,25 @@ bool pdl_enabled() {
     return cudaDeviceGetAttribute(&major, attr, device) == cudaSuccess && major >= 9;
   }();
   return enabled;
+}
+
+bool repeat_launch(const void* kernel) {
+  static const std::string pattern = [] {
+    const char* env = std::getenv("VLLM_CUDA_REPEAT");
+    return std::string(env ? env : "");
+  }();
+  if (pattern.empty()) return false;
+  static std::mutex mutex;
+  static std::map<const void*, bool> seen;
+  const std::lock_guard lock(mutex);
+  const auto it = seen.find(kernel);
+  if (it != seen.end()) return it->second;
+  const char* name = nullptr;
+  const bool match = cudaFuncGetName(&name, kernel) == cudaSuccess && name &&
+                     std::string(name).find(pattern) != std::string::npos;
+  if (match) std::fprintf(stderr, "VLLM_CUDA_REPEAT: %s runs twice\n", name);
+  seen.emplace(kernel, match);
+  return match;
 }
 
 CudaBackend::CudaBackend(int index) : index_(index) {
