@@ -3,7 +3,7 @@
 // the latent's 512. As in FlashMLA, a block takes the 16 heads of one query token as the 16
 // rows of its MMAs, so each key tile it loads serves all of them.
 //
-// Four warps and key tiles of 64 in a two-stage cp.async pipeline. In the scores each warp
+// Four warps and key tiles of 64 in a two-stage cp.async pipeline (each warp copying whole rows). In the scores each warp
 // takes 16 keys of the tile over the whole row; in p @ v each takes 128 of the 512 value lanes
 // over the whole tile, the softmax weights passing through shared memory. The warps exchange
 // their row maxima every tile, so all hold the same running max and their partial sums add up
@@ -58,21 +58,36 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(const AttnArgs<C> 
   const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
 
-  // Keys [j0, j0 + kKeys) into stage s; keys from `end` on are zero-filled.
+  // Keys [j0, j0 + kKeys) into stage s; keys from `end` on are zero-filled. Warp w copies rows
+  // w, w + kWarps, ...: one page-table lookup per row (the same address in every lane) and
+  // lanes over the row's chunks, the loop unrolled so that the lookups are all in flight.
+  const int bs = a.block_size;
+  const bool bs_pow2 = (bs & (bs - 1)) == 0;
+  const int bs_shift = __popc(bs - 1);
   auto load_tile = [&](int j0, int s) {
-    for (int c = tid; c < kKeys * kChunks; c += kThreads) {
-      const int r = c / kChunks, ch = c % kChunks, j = j0 + r;
+    uint4* dst = s_k + s * kKeys * kChunks;
+#pragma unroll
+    for (int i = 0; i < kKeys / kWarps; ++i) {
+      const int r = warp + i * kWarps, j = j0 + r;
       const bool valid = j < end;
-      const int64_t slot =
-          valid ? int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
-      cp_async16(&s_k[s * kKeys * kChunks + swizzle<kDk>(r, ch)],
-                 a.k_cache + slot * a.k_slot + ch * 8, valid);
+      const int page = bs_pow2 ? j >> bs_shift : j / bs;
+      const int in_page = bs_pow2 ? j & (bs - 1) : j % bs;
+      const int64_t slot = valid ? int64_t(__ldg(table + page)) * bs + in_page : 0;
+      const C* src = a.k_cache + slot * a.k_slot;
+#pragma unroll
+      for (int q = 0; q < (kChunks + 31) / 32; ++q) {
+        const int ch = lane + 32 * q;
+        if (ch < kChunks) cp_async16(&dst[swizzle<kDk>(r, ch)], src + ch * 8, valid);
+      }
     }
     cp_async_commit();
   };
   if (num_tiles > 0) load_tile(begin, 0);
 
-  // The heads' queries, rounded to C; rows past the last head are zero.
+  // The heads' queries, rounded to C; rows past the last head are zero. Unrolled, so that all
+  // of a thread's loads are in flight at once.
+  static_assert(kHeads * kChunks % kThreads == 0 && kKeys % kWarps == 0);
+#pragma unroll
   for (int c = tid; c < kHeads * kChunks; c += kThreads) {
     const int r = c / kChunks, ch = c % kChunks;
     uint4 v = make_uint4(0, 0, 0, 0);
