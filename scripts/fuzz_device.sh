@@ -84,7 +84,8 @@ run)
     execs=$(cat "$OUT/fuzz_${t}"_*.log |
       awk '/stat::number_of_executed_units/ {s += $NF} END {print s + 0}')
     findings=$(find "$OUT/artifacts_$t" -type f | wc -l)
-    echo "$t: $execs executions, $findings findings, corpus $(find "$work/fuzz/corpus/$t" -type f | wc -l) inputs"
+    inputs=$(find "$work/fuzz/corpus/$t" -type f | wc -l)
+    echo "$t: $execs executions, $findings findings, corpus $inputs inputs"
     [ "$findings" = 0 ] || status=1
     tar -C "$work/fuzz/corpus/$t" -cJf "$OUT/corpus_$t.tar.xz" .
   done

@@ -3,11 +3,11 @@
 // the latent's 512. As in FlashMLA, a block takes the 16 heads of one query token as the 16
 // rows of its MMAs, so each key tile it loads serves all of them.
 //
-// Four warps and key tiles of 64 in a two-stage cp.async pipeline (each warp copying whole rows). In the scores each warp
-// takes 16 keys of the tile over the whole row; in p @ v each takes 128 of the 512 value lanes
-// over the whole tile, the softmax weights passing through shared memory. The warps exchange
-// their row maxima every tile, so all hold the same running max and their partial sums add up
-// at the end.
+// Four warps and key tiles of 64 in a two-stage cp.async pipeline, each warp copying whole
+// rows. In the scores each warp takes 16 keys of the tile over the whole row; in p @ v each
+// takes 128 of the 512 value lanes over the whole tile, the softmax weights passing through
+// shared memory. The warps exchange their row maxima every tile, so all hold the same running
+// max and their partial sums add up at the end.
 //
 // Precision as flash_attention.cu: q and the softmax weights rounded to the cache's type,
 // scores, softmax and output accumulated in f32. Split-KV as the latent kernel: each block of
