@@ -279,6 +279,9 @@ def test_structural_tag(server, temperature):
     ({"guided_regex": "a", "guided_choice": ["a"]}, "only one"),
     ({"guided_json": "{not json"}, "guided_json"),
     ({"guided_regex": "a{100000}"}, "repetition bound"),
+    # Found by fuzz_request_json: it was a 200 "stop" with text that did not match the regex.
+    ({"structured_outputs": {"regex": "[a-z]{0,}??{3033}???=?max_completion_tok-8]+"}},
+     "multiple repeat"),
     ({"guided_json": {"$ref": "#"}}, "left recursion"),
 ])
 def test_uncompilable_constraints_are_a_400(server, body, what):

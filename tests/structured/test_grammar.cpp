@@ -76,6 +76,26 @@ TEST(Regex, UnsupportedIsAnErrorNamingIt) {
   EXPECT_THROW(compile(c, byte_vocab()), Error);
 }
 
+// A quantifier right after another is "multiple repeat" (Python's re; ECMAScript refuses it
+// too), not a repetition of a repetition: found by fuzz_request_json, `[a-z]{0,}??{3033}...`
+// made the matcher's parses explode, and the server then ended the completion with an empty
+// text that did not match. One quantifier with its lazy '?' still parses.
+TEST(Regex, StackedQuantifiersAreAnError) {
+  EXPECT_TRUE(regex("a??b", "b"));
+  EXPECT_TRUE(regex("a*?b", "aab"));
+  EXPECT_TRUE(regex("a{2,}?b", "aab"));
+  for (const char* p : {"a**", "a*{3}", "a???", "a{2}{3}", "(x*)?{3033}b",
+                        "[a-z]{0,}??{3033}?x"}) {
+    OutputConstraint c{OutputConstraint::Kind::kRegex, p, {}, {}};
+    try {
+      compile(c, byte_vocab());
+      ADD_FAILURE() << p << " compiled";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("multiple repeat"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Group nesting is bounded (the parser recurses per group): found by fuzz_request_json, a 3 KB
 // pattern of nested groups overflowed the stack of an ASan build; in a server, a request of
 // enough '(' could take the process down. 32 levels parse, 33 are a clear error, and so are
