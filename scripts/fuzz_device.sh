@@ -43,9 +43,8 @@ run)
   [ $# -ge 2 ] || { echo "usage: $0 run SECONDS TARGET[:WORKERS]..." >&2; exit 2; }
   seconds=$1
   shift
-  OUT=$(realpath -m "${OUT:-out}")
+  OUT=${OUT:-out}
   mkdir -p "$OUT"
-  root=$PWD
   work=$(mktemp -d)
   tar -C "$work" -xJf .device/fuzz.tar.xz
   export LD_LIBRARY_PATH="$work/fuzz/lib:${LD_LIBRARY_PATH:-}"
@@ -66,13 +65,13 @@ run)
     corpus="$work/fuzz/corpus/$t"
     mkdir -p "$corpus" "$OUT/artifacts_$t"
     dict=()
-    [ -f "$root/tests/fuzz/$t.dict" ] && dict=(-dict="$root/tests/fuzz/$t.dict")
+    [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
     each=$(( (runs + workers - 1) / workers ))
     echo "==> fuzz: $t, $workers workers, $seconds s, $each runs each"
     for w in $(seq 1 "$workers"); do
       "$work/fuzz/bin/$t" -runs="$each" -max_total_time="$seconds" -timeout=60 \
         -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix="$OUT/artifacts_$t/" \
-        "${dict[@]}" "$corpus" "$root/tests/fuzz/corpus/$t" > "$OUT/fuzz_${t}_$w.log" 2>&1 &
+        "${dict[@]}" "$corpus" "tests/fuzz/corpus/$t" > "$OUT/fuzz_${t}_$w.log" 2>&1 &
       pids+=($!)
     done
   done
