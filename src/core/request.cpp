@@ -7,6 +7,7 @@ const char* finish_reason(RequestStatus s) {
     case RequestStatus::kFinishedStopped: return "stop";
     case RequestStatus::kFinishedLength: return "length";
     case RequestStatus::kFinishedAborted: return "abort";
+    case RequestStatus::kFinishedError: return "error";
     default: return nullptr;
   }
 }
@@ -19,6 +20,7 @@ const char* to_string(RequestStatus s) {
     case RequestStatus::kFinishedStopped: return "FINISHED_STOPPED";
     case RequestStatus::kFinishedLength: return "FINISHED_LENGTH_CAPPED";
     case RequestStatus::kFinishedAborted: return "FINISHED_ABORTED";
+    case RequestStatus::kFinishedError: return "FINISHED_ERROR";
   }
   return "?";
 }

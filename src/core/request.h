@@ -19,10 +19,11 @@ enum class RequestStatus {
   kFinishedStopped,  // EOS or a stop token (stop strings: finish_request from the detokenizer)
   kFinishedLength,   // max_tokens or max_model_len
   kFinishedAborted,
+  kFinishedError,    // the request's own input failed mid-generation (a grammar past its limits)
 };
 
 inline bool is_finished(RequestStatus s) { return s >= RequestStatus::kFinishedStopped; }
-// OpenAI finish_reason: "stop", "length", "abort"; nullptr while unfinished.
+// OpenAI finish_reason: "stop", "length", "abort", "error"; nullptr while unfinished.
 const char* finish_reason(RequestStatus s);
 const char* to_string(RequestStatus s);
 

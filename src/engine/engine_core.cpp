@@ -312,11 +312,29 @@ std::vector<RequestOutput> EngineCore::step(
   } catch (const StepCancelled&) {
     return outputs;
   }
-  std::unordered_map<std::string, std::vector<int>> sampled;
-  for (auto& [id, s] : samples)
-    if (!s.token_ids.empty()) sampled[id] = s.token_ids;
-  const core::UpdateResult update = scheduler_.update_from_output(sampled);
   const StatsClock::time_point now = StatsClock::now();  // the new tokens' time
+  std::unordered_map<std::string, std::vector<int>> sampled;
+  for (auto& [id, s] : samples) {
+    if (s.error.empty()) {
+      if (!s.token_ids.empty()) sampled[id] = s.token_ids;
+      continue;
+    }
+    // The request cannot go on: it ends here, with no new token, and carries the message.
+    auto it = children_.find(id);
+    if (it == children_.end()) continue;
+    const Completion& c = *it->second;
+    RequestOutput out;
+    out.request_id = c.parent_id;
+    out.index = c.index;
+    out.num_prompt_tokens = c.num_prompt_tokens;
+    out.finished = true;
+    out.finish_reason = core::finish_reason(core::RequestStatus::kFinishedError);
+    out.error = std::move(s.error);
+    outputs.push_back(std::move(out));
+    scheduler_.finish_request(id, core::RequestStatus::kFinishedError);
+    finish_child(id, outputs.back().finish_reason, now);
+  }
+  const core::UpdateResult update = scheduler_.update_from_output(sampled);
 
   std::unordered_map<std::string, core::RequestStatus> finished;
   for (const auto& f : update.finished) finished[f.request_id] = f.status;

@@ -48,8 +48,9 @@ struct RequestOutput {
   std::vector<StepLogprobs> logprobs;         // one per new token, when asked
   std::vector<std::optional<StepLogprobs>> prompt_logprobs;  // first output only, when asked
   bool finished = false;
-  std::string finish_reason;                 // "stop", "length", "abort"
+  std::string finish_reason;                 // "stop", "length", "abort", "error"
   std::optional<std::string> stop_reason;    // the stop string, or the stop token id as text
+  std::string error;                         // finish_reason "error": what went wrong
   int num_prompt_tokens = 0;
   int num_cached_tokens = 0;
 };

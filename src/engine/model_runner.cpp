@@ -21,9 +21,8 @@ void ModelRunner::add_request(const std::string& id, RunnerRequest request) {
   if (request.params.grammar)
     matcher = std::make_unique<structured::GrammarMatcher>(request.params.grammar);
   const bool waiting = matcher && !request.params.grammar_after.empty();
-  auto it = states_.emplace(id, State{std::move(request), std::move(sampler), {}, false,
-                                      std::move(matcher), {}, false, false, {}}).first;
-  it->second.grammar_waiting = waiting;
+  states_.emplace(id, State{std::move(request), std::move(sampler), {}, false,
+                            std::move(matcher), {}, waiting, {}});
 }
 
 void ModelRunner::grammar_wait(State& st, int32_t token) {
@@ -164,31 +163,26 @@ std::unordered_map<std::string, StepSample> ModelRunner::execute(
     if (st.matcher && !st.grammar_waiting) {
       st.mask.resize(st.matcher->grammar().vocab->mask_words());
       try {
-        if (st.grammar_failed) throw Error("the grammar already failed");
         st.matcher->fill_mask(st.mask);
       } catch (const Error& e) {
-        // A grammar past its parse limit: the completion ends here (EOS only) rather than
-        // going on unconstrained or stalling the step.
-        if (!st.grammar_failed)
-          std::fprintf(stderr, "structured output of request %s stopped: %s\n",
-                       s.request_id.c_str(), e.what());
-        st.grammar_failed = true;
-        std::fill(st.mask.begin(), st.mask.end(), 0u);
-        for (int32_t t : eos_ids_)
-          if (t >= 0 && (t >> 5) < static_cast<int32_t>(st.mask.size()))
-            st.mask[t >> 5] |= uint32_t(1) << (t & 31);
+        // A grammar past its parse limit: the request ends with an error the client sees,
+        // rather than going on unconstrained, ending as if complete, or stalling the step.
+        res.error = std::string("structured output stopped: ") + e.what();
+        continue;
       }
       mask = st.mask;
     }
     SampleResult r = sample(l, st.request.params, st.sampler, eos_ids_, mask);
-    // The mask allowed the token, so only a terminated grammar (EOS taken) refuses more.
+    // The mask allowed the token, so only a terminated grammar (EOS taken) refuses more; a
+    // limit passed while advancing shows in the next step's mask.
     if (st.matcher && st.grammar_waiting) {
       grammar_wait(st, r.token);
-    } else if (st.matcher && !st.grammar_failed && !st.matcher->is_terminated()) {
+    } else if (st.matcher && !st.matcher->is_terminated()) {
       try {
         st.matcher->accept_token(r.token);
-      } catch (const Error&) {
-        st.grammar_failed = true;
+      } catch (const Error& e) {
+        res.error = std::string("structured output stopped: ") + e.what();
+        continue;
       }
     }
     res.token_ids.push_back(r.token);

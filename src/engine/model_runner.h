@@ -27,6 +27,9 @@ struct StepSample {
   // With the first sampled token: the prompt logprobs, entry i for prompt token i + 1 (the
   // first prompt token has none).
   std::vector<std::pair<TokenLogprob, std::vector<TokenLogprob>>> prompt_logprobs;
+  // Set when the request cannot go on (its grammar passed a matcher limit): no token was
+  // sampled, and the engine ends the request with finish_reason "error" and this message.
+  std::string error;
 };
 
 class ModelRunner {
@@ -55,7 +58,6 @@ class ModelRunner {
     // outlives preemption, as the output tokens do) and the mask scratch.
     std::unique_ptr<structured::GrammarMatcher> matcher;
     std::vector<uint32_t> mask;
-    bool grammar_failed = false;  // past a matcher limit: only EOS from then on
     // params.grammar_after not yet seen: sampling is free, the last bytes are kept to find it.
     bool grammar_waiting = false;
     std::string grammar_tail;

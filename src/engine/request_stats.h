@@ -25,7 +25,7 @@ struct RequestTimes {
 // first scheduled, decode = last token - first token, inference = last token - first scheduled
 // (preemptions included), mean time per output token = decode / (tokens - 1).
 struct FinishedRequestStats {
-  std::string finish_reason;  // "stop", "length", "abort"
+  std::string finish_reason;  // "stop", "length", "abort", "error"
   double e2e_latency = 0, queued_time = 0, prefill_time = 0, decode_time = 0,
          inference_time = 0, mean_time_per_output_token = 0;
   int num_prompt_tokens = 0;

@@ -114,6 +114,9 @@ class MessageEvents : public EventFormatter {
 
   std::string frame(const std::string& event) const override { return event; }
   std::string end_frame() const override { return ""; }
+  std::string error_frame(int status, const std::string& message) override {
+    return sse_frame(anthropic_error_json(status, message));
+  }
 
  private:
   enum class Block { kNone, kThinking, kText, kToolUse };

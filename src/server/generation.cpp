@@ -8,6 +8,7 @@
 #include <deque>
 #include <mutex>
 
+#include "server/api_error.h"
 #include "server/serving.h"
 
 namespace vllm::server {
@@ -80,6 +81,13 @@ std::vector<TaggedOutput> Generation::next(std::chrono::milliseconds timeout) {
   }
   for (const auto& o : outs)
     if (o.out.finished) ++consumed_finished_;
+  // A completion that failed on the request's own input fails the whole request; the rest
+  // is aborted (here, so that a stream's Generation, kept by the pump, stops too).
+  for (const auto& o : outs)
+    if (o.out.finished && o.out.finish_reason == "error") {
+      abort();
+      throw ApiError(400, o.out.error);
+    }
   // Checked after every engine step's outputs: a client that went away stops its requests
   // (their final "abort" outputs then arrive like any other).
   if (!aborted_ && client_socket_ >= 0 && client_disconnected(client_socket_)) abort();

@@ -112,6 +112,11 @@ class ResponseEvents : public EventFormatter {
   // Each event is a whole SSE frame ("event: <type>\ndata: {json}\n\n"); no [DONE].
   std::string frame(const std::string& event) const override { return event; }
   std::string end_frame() const override { return ""; }
+  // The Responses API's stream error event.
+  std::string error_frame(int status, const std::string& message) override {
+    return event_frame("error", seq_,
+                       {{"code", error_type(status)}, {"message", message}, {"param", nullptr}});
+  }
 
   void output(const TaggedOutput& o, std::vector<std::string>& events) override {
     start(events);

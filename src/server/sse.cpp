@@ -2,9 +2,14 @@
 
 #include <httplib.h>
 
+#include "server/api_error.h"
 #include "server/stream_pump.h"
 
 namespace vllm::server {
+
+std::string EventFormatter::error_frame(int status, const std::string& message) {
+  return frame(error_json(status, message).dump()) + end_frame();
+}
 
 void stream_events(httplib::Response& res, std::shared_ptr<Generation> gen,
                    std::shared_ptr<EventFormatter> formatter) {

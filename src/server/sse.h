@@ -26,6 +26,9 @@ class EventFormatter {
   // The bytes sent for one event, and after the last one.
   virtual std::string frame(const std::string& event) const { return "data: " + event + "\n\n"; }
   virtual std::string end_frame() const { return "data: [DONE]\n\n"; }
+  // The bytes that end a stream whose request failed after its head was sent (an error
+  // event, then what end_frame would send). OpenAI's framing: the error JSON as one event.
+  virtual std::string error_frame(int status, const std::string& message);
 };
 
 void stream_events(httplib::Response& res, std::shared_ptr<Generation> gen,

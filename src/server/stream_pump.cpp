@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "server/api_error.h"
 #include "server/generation.h"
 #include "server/log.h"
 #include "server/sse.h"
@@ -235,6 +236,13 @@ struct StreamPump::Loop {
         if (st.ending) payload += fmt.end_frame();
         if (!payload.empty()) append_chunk(st.pending, payload);
         if (st.ending) st.pending += "0\r\n\r\n";
+      } catch (const ApiError& e) {
+        // The request failed on its own input after the head went out: an error event and
+        // a well-formed end, so the connection stays usable.
+        log_error("stream " + gen.id() + " failed: " + e.what());
+        append_chunk(st.pending, fmt.error_frame(e.status(), e.what()));
+        st.pending += "0\r\n\r\n";
+        st.ending = true;
       } catch (const std::exception& e) {
         log_error("stream " + gen.id() + " failed: " + e.what());
         end(key, false);

@@ -71,6 +71,13 @@ std::shared_ptr<const CompiledGrammar> compile(const OutputConstraint& c,
   GrammarMatcher probe(out);
   if (probe.is_terminated() && !probe.is_accepting())
     throw Error(kind + ": the grammar matches nothing");
+  // The first mask, here on the compiling thread: a grammar that is past the matcher's limits
+  // from its start is refused before any request runs it, and the mask lands in the shared
+  // cache that every sequence's first step reads.
+  if (out->vocab) {
+    std::vector<uint32_t> mask(out->vocab->mask_words());
+    probe.fill_mask(mask);
+  }
   return out;
 }
 

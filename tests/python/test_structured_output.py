@@ -283,6 +283,9 @@ def test_structural_tag(server, temperature):
     ({"structured_outputs": {"regex": "[a-z]{0,}??{3033}???=?max_completion_tok-8]+"}},
      "multiple repeat"),
     ({"guided_json": {"$ref": "#"}}, "left recursion"),
+    # Found by fuzz_request_json: valid, but past the matcher's parse limit from its start (it
+    # was a 200 "stop" with empty text that did not match).
+    ({"structured_outputs": {"regex": "(x*){3033}b"}}, "too ambiguous"),
 ])
 def test_uncompilable_constraints_are_a_400(server, body, what):
     for path, extra in (("/v1/completions", {"prompt": "x"}),
@@ -290,6 +293,50 @@ def test_uncompilable_constraints_are_a_400(server, body, what):
         r = post(server, path, max_tokens=4, **extra, **body)
         assert r.status_code == 400, r.text
         assert what in r.json()["error"]["message"], r.json()
+
+
+# Forced bytes first (one token at a time, no mask walk), then a state past the matcher's parse
+# limit: the request compiles, and fails once generation reaches that state.
+LATE_LIMIT = "zqzqzqzqzq(x*){3033}b"
+
+
+def test_grammar_limit_reached_mid_generation_is_an_error(server):
+    """A completion whose grammar passes a matcher limit ends as an error the client sees:
+    a 400 without streaming, an error event and a clean end with it, never a 200 "stop"."""
+    for path, extra in (("/v1/completions", {"prompt": "x"}),
+                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})):
+        r = post(server, path, max_tokens=30, n=2, structured_outputs={"regex": LATE_LIMIT},
+                 **extra)
+        assert r.status_code == 400, r.text
+        assert "too ambiguous" in r.json()["error"]["message"], r.json()
+        # Streaming: the head is out (200); the stream carries the error, then [DONE].
+        r = requests.post(server.url + path, stream=True, timeout=300, json={
+            "model": MODEL_NAME, "max_tokens": 30, "stream": True,
+            "structured_outputs": {"regex": LATE_LIMIT}, **extra})
+        assert r.status_code == 200
+        events = [line[6:] for line in r.iter_lines() if line.startswith(b"data: ")]
+        assert events[-1] == b"[DONE]", events
+        assert "too ambiguous" in json.loads(events[-2])["error"]["message"], events
+        text = "".join((c.get("text") or c.get("delta", {}).get("content") or "")
+                       for e in events[:-2] for c in json.loads(e)["choices"])
+        assert LATE_LIMIT.startswith(text[:10]) and text, text
+    # Anthropic's and the Responses API's stream error events (a schema: their only way).
+    schema = {"type": "string", "pattern": "^" + LATE_LIMIT + "$"}
+    r = requests.post(server.url + "/v1/messages", stream=True, timeout=300, json={
+        "model": MODEL_NAME, "max_tokens": 30, "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+        "output_config": {"format": {"type": "json_schema", "schema": schema}}})
+    lines = [line for line in r.iter_lines() if line]
+    assert lines[-2] == b"event: error", lines
+    assert json.loads(lines[-1][6:])["error"]["type"] == "invalid_request_error", lines
+    r = requests.post(server.url + "/v1/responses", stream=True, timeout=300, json={
+        "model": MODEL_NAME, "max_output_tokens": 30, "stream": True, "input": "x",
+        "text": {"format": {"type": "json_schema", "name": "s", "schema": schema}}})
+    lines = [line for line in r.iter_lines() if line]
+    assert lines[-2] == b"event: error", lines
+    assert "too ambiguous" in json.loads(lines[-1][6:])["message"], lines
+    # The server goes on: the same server answers a plain request.
+    assert post(server, "/v1/completions", prompt="x", max_tokens=2).status_code == 200
 
 
 GEMMA = pathlib.Path(__file__).resolve().parents[2] / "models" / "gemma-3-270m-q4_k_m.gguf"

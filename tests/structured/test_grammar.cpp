@@ -96,6 +96,21 @@ TEST(Regex, StackedQuantifiersAreAnError) {
   }
 }
 
+// A valid pattern whose parses pass the matcher's limit from the start is refused when it
+// compiles (the first mask is computed there), with the limit in the message: found by
+// fuzz_request_json, `(x*){3033}b` ended a completion as "stop" with empty text that did not
+// match. A control with fewer repeats compiles and matches.
+TEST(Regex, GrammarPastTheParseLimitFailsToCompile) {
+  EXPECT_TRUE(regex("(x*){30}b", "xxb"));
+  OutputConstraint c{OutputConstraint::Kind::kRegex, "(x*){3033}b", {}, {}};
+  try {
+    compile(c, byte_vocab());
+    ADD_FAILURE() << "compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("too ambiguous"), std::string::npos) << e.what();
+  }
+}
+
 // Group nesting is bounded (the parser recurses per group): found by fuzz_request_json, a 3 KB
 // pattern of nested groups overflowed the stack of an ASan build; in a server, a request of
 // enough '(' could take the process down. 32 levels parse, 33 are a clear error, and so are
