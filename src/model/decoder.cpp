@@ -935,13 +935,12 @@ void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h
   Tensor ids = Tensor::empty({T, k}, DType::I32, device_);
   Tensor weights = Tensor::empty({T, k}, DType::F32, device_);
   Tensor margins = routing_observer_ ? Tensor::empty({T}, DType::F32, device_) : Tensor();
-  moe_route(scores, L.router_bias, r, ids, weights, margins);
+  MoePlan plan;
+  moe_route_align(scores, L.router_bias, r, ids, weights, margins, E + L.shared_in_stack, plan);
   if (routing_observer_) {  // tests only: a copy to the host (graphs are off meanwhile)
     const Tensor mg = margins.to(kCpu);
     for (int64_t t = 0; t < T; ++t) routing_observer_(layer, t, mg.data<float>()[t]);
   }
-  MoePlan plan;
-  moe_align(ids, E + L.shared_in_stack, plan);
   Tensor act = Tensor::empty({S, F}, DType::F32, device_);
   Tensor y = Tensor::empty({S, H}, DType::F32, device_);
   moe_matmul_silu(h, plan.token, L.stacked_gate_up, plan, act);

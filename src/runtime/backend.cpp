@@ -31,6 +31,12 @@ void Backend::moe_route(const Tensor&, const Tensor&, const MoeRouting&, Tensor&
 void Backend::moe_align(const Tensor&, int, MoePlan&) {
   throw Error(device().str() + " has no moe_align");
 }
+void Backend::moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
+                              Tensor& ids, Tensor& weights, Tensor& margins, int num_experts,
+                              MoePlan& plan) {
+  moe_route(scores, bias, r, ids, weights, margins);
+  moe_align(ids, num_experts, plan);
+}
 void Backend::moe_matmul(const Tensor&, const Tensor&, const Tensor&, const MoePlan&, bool,
                          Tensor&) {
   throw Error(device().str() + " has no moe_matmul");

@@ -74,6 +74,10 @@ class Backend {
   virtual void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
                          Tensor& ids, Tensor& weights, Tensor& margins);
   virtual void moe_align(const Tensor& ids, int num_experts, MoePlan& plan);
+  // Default: moe_route, then moe_align.
+  virtual void moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
+                               Tensor& ids, Tensor& weights, Tensor& margins, int num_experts,
+                               MoePlan& plan);
   // silu_output: out = silu_and_mul(product), half its width (moe_matmul_silu).
   virtual void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
                           const MoePlan& plan, bool silu_output, Tensor& out);

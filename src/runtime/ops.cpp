@@ -308,8 +308,10 @@ void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weigh
   backend_for(out.device()).index_add_scaled(src, rows, weights, out);
 }
 
-void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
-               Tensor& weights, Tensor& margins) {
+namespace {
+
+void check_moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
+                     const Tensor& ids, const Tensor& weights, const Tensor& margins) {
   expect(scores, "scores", 2, DType::F32);
   expect(ids, "ids", 2, DType::I32);
   expect(weights, "weights", 2, DType::F32);
@@ -337,10 +339,10 @@ void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Te
     VLLM_CHECK(margins.size(0) == T, "moe_route: margins ", margins.shape_str());
     same_device(scores, margins);
   }
-  backend_for(scores.device()).moe_route(scores, bias, r, ids, weights, margins);
 }
 
-void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
+// Checks ids and allocates the plan's tensors on their device.
+void new_moe_plan(const Tensor& ids, int num_experts, MoePlan& plan) {
   expect(ids, "ids", 2, DType::I32);
   VLLM_CHECK(ids.is_contiguous() && num_experts > 0, "moe_align: ids ", ids.shape_str(), ", ",
              num_experts, " experts");
@@ -350,7 +352,29 @@ void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
   plan.offsets = Tensor::empty({num_experts + 1}, DType::I32, ids.device());
   plan.active = Tensor::empty({num_experts + 1}, DType::I32, ids.device());
   plan.max_rows_per_expert = ids.size(0);  // a token's experts are distinct
+}
+
+}  // namespace
+
+void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
+               Tensor& weights, Tensor& margins) {
+  check_moe_route(scores, bias, r, ids, weights, margins);
+  backend_for(scores.device()).moe_route(scores, bias, r, ids, weights, margins);
+}
+
+void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
+  new_moe_plan(ids, num_experts, plan);
   backend_for(ids.device()).moe_align(ids, num_experts, plan);
+}
+
+void moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
+                     Tensor& weights, Tensor& margins, int num_experts, MoePlan& plan) {
+  check_moe_route(scores, bias, r, ids, weights, margins);
+  VLLM_CHECK(num_experts >= scores.size(1) + r.shared, "moe_route_align: ", num_experts,
+             " experts for ", scores.size(1), " routed and ", r.shared, " shared");
+  new_moe_plan(ids, num_experts, plan);
+  backend_for(scores.device()).moe_route_align(scores, bias, r, ids, weights, margins,
+                                               num_experts, plan);
 }
 
 namespace {

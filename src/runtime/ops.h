@@ -173,6 +173,10 @@ struct MoePlan {
 };
 // Fills plan (tensors of the sizes above, on ids' device) from ids[T, k].
 void moe_align(const Tensor& ids, int num_experts, MoePlan& plan);
+// moe_route, then moe_align of its ids over num_experts (routed and shared): the same results,
+// in one launch on CUDA for steps of up to 32 tokens.
+void moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
+                     Tensor& weights, Tensor& margins, int num_experts, MoePlan& plan);
 // out[r, :] = w[e(r)] @ x[rows[r], :] for every grouped row r of expert e(r): x [R, K] f32,
 // rows [S] i32 (undefined: row r of x), w [E, N, K] (f32, f16 or bf16), out [S, N] f32.
 void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,

@@ -191,6 +191,109 @@ TEST_F(CudaOps, MoeMatmulMatchesReference) {
     }
 }
 
+// The plan by its definition: experts ascending, each expert's slots in slot order.
+void expect_plan_is_the_sorted_slots(const Tensor& ids, int E, const MoePlan& plan,
+                                     const std::string& what) {
+  const int64_t S = ids.numel(), k = ids.size(1);
+  std::vector<int64_t> order(S);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return ids.data<int32_t>()[a] < ids.data<int32_t>()[b];
+  });
+  const Tensor token = host(plan.token), position = host(plan.position),
+               offsets = host(plan.offsets), active = host(plan.active);
+  int mismatches = 0;
+  for (int64_t r = 0; r < S; ++r) {
+    mismatches += token.data<int32_t>()[r] != int32_t(order[r] / k);
+    mismatches += position.data<int32_t>()[order[r]] != int32_t(r);
+  }
+  std::vector<int32_t> listed;
+  for (int e = 0, off = 0; e <= E; ++e) {
+    mismatches += offsets.data<int32_t>()[e] != off;
+    if (e == E) break;
+    const int n = int(std::count(ids.data<int32_t>(), ids.data<int32_t>() + S, e));
+    if (n > 0) listed.push_back(e);
+    off += n;
+  }
+  mismatches += active.data<int32_t>()[0] != int32_t(listed.size());
+  for (size_t i = 0; i < listed.size(); ++i) mismatches += active.data<int32_t>()[1 + i] != listed[i];
+  EXPECT_EQ(mismatches, 0) << what;
+}
+
+// Routing and grouping in one launch (decode steps of up to 32 tokens) give the bits of the two
+// separate ops; above 32 tokens the op falls back to them. The plans match their definition.
+// Shapes: DeepSeek-V2-Lite (64 experts + 2 shared, softmax, top 6), Qwen3-MoE (128, top 8,
+// normalized), DeepSeek-V3 (256 + 1 shared, sigmoid with bias, 8 groups keep 4, top-2 sums).
+TEST_F(CudaOps, MoeRouteAlignMatchesSeparateOps) {
+  struct Case { int E, shared, top_k, groups, topk_groups; bool sigmoid; };
+  const Case cases[] = {{64, 2, 6, 1, 1, false}, {128, 0, 8, 1, 1, false},
+                        {256, 1, 8, 8, 4, true}};
+  for (const Case& c : cases)
+    for (int64_t T : {1, 2, 7, 32, 33, 300}) {
+      const std::string what = "E=" + std::to_string(c.E) + " T=" + std::to_string(T);
+      MoeRouting r;
+      r.top_k = c.top_k;
+      r.sigmoid = c.sigmoid;
+      r.num_groups = c.groups;
+      r.topk_groups = c.topk_groups;
+      r.group_top2 = c.sigmoid;
+      r.normalize = c.E == 128;
+      r.scaling = c.sigmoid ? 2.5f : 1.0f;
+      r.shared = c.shared;
+      const Tensor scores = randn({T, c.E}).to(kGpu);
+      const Tensor bias = c.sigmoid ? randn({c.E}, 0.1f).to(kGpu) : Tensor();
+      const int width = c.top_k + c.shared, experts = c.E + c.shared;
+      Tensor ids[2], weights[2], margins[2];
+      MoePlan plans[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        ids[fused] = Tensor::empty({T, width}, DType::I32, kGpu);
+        weights[fused] = Tensor::empty({T, width}, DType::F32, kGpu);
+        margins[fused] = Tensor::empty({T}, DType::F32, kGpu);
+        if (fused) {
+          moe_route_align(scores, bias, r, ids[1], weights[1], margins[1], experts, plans[1]);
+        } else {
+          moe_route(scores, bias, r, ids[0], weights[0], margins[0]);
+          moe_align(ids[0], experts, plans[0]);
+        }
+      }
+      const auto same = [&](const Tensor& a, const Tensor& b, const char* name) {
+        const Tensor ha = host(a), hb = host(b);
+        EXPECT_EQ(0, std::memcmp(ha.raw(), hb.raw(), size_t(ha.numel()) * 4)) << name << " " << what;
+      };
+      same(ids[0], ids[1], "ids");
+      same(weights[0], weights[1], "weights");
+      same(margins[0], margins[1], "margins");
+      same(plans[0].token, plans[1].token, "token");
+      same(plans[0].position, plans[1].position, "position");
+      same(plans[0].offsets, plans[1].offsets, "offsets");
+      // active: its count, then that many experts (the entries past them are not written).
+      const Tensor a0 = host(plans[0].active), a1 = host(plans[1].active);
+      const int listed = a0.data<int32_t>()[0];
+      EXPECT_TRUE(std::equal(a0.data<int32_t>(), a0.data<int32_t>() + 1 + listed,
+                             a1.data<int32_t>()))
+          << "active " << what;
+      expect_plan_is_the_sorted_slots(host(ids[1]), experts, plans[1], what);
+    }
+}
+
+// The grouping over more experts than one block has threads (the prefix sums then run in
+// chunks of experts) and more slots than one chunk: its definition.
+TEST_F(CudaOps, MoeAlignManyExperts) {
+  const int E = 1400, k = 3;
+  const int64_t T = 700;
+  Tensor ids = Tensor::empty({T, k}, DType::I32);
+  std::uniform_int_distribution<int> pick(0, E - 1);
+  for (int64_t t = 0; t < T; ++t)
+    for (int j = 0; j < k; ++j) {
+      int32_t* row = ids.data<int32_t>() + t * k;
+      do row[j] = t % 5 == 0 ? pick(rng) % 40 : pick(rng);  // some experts get many rows
+      while (std::find(row, row + j, row[j]) != row + j);
+    }
+  MoePlan plan;
+  moe_align(ids.to(kGpu), E, plan);
+  expect_plan_is_the_sorted_slots(ids, E, plan, "E=1400");
+}
+
 // The weighted sum back into the tokens: experts in ascending order whatever order the router
 // listed them in, then the extra rows (shared experts), then added to out (accumulate). H = 300
 // leaves the second column block partial.

@@ -55,6 +55,9 @@ class CudaBackend final : public Backend {
   void moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
                  Tensor& weights, Tensor& margins) override;
   void moe_align(const Tensor& ids, int num_experts, MoePlan& plan) override;
+  void moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
+                       Tensor& ids, Tensor& weights, Tensor& margins, int num_experts,
+                       MoePlan& plan) override;
   void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
                   bool silu_output, Tensor& out) override;
   void moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,

@@ -46,23 +46,46 @@ __device__ __forceinline__ void warp_argmax(float& v, int& i) {
 __device__ __forceinline__ void warp_best(const float* key, const bool* taken, int n, float& v,
                                           int& i) {
   v = -INFINITY, i = INT_MAX;
-  for (int e = threadIdx.x; e < n; e += 32)
+  for (int e = threadIdx.x % 32; e < n; e += 32)
     if (!taken[e] && (key[e] > v || i == INT_MAX)) v = key[e], i = e;
   warp_argmax(v, i);
 }
 
-// One warp per token, the host routing's arithmetic (model/decoder.cpp route()).
-__global__ void moe_route_kernel(const RouteArgs a) {
-  pdl_begin();
-  extern __shared__ float smem[];
-  float* p = smem;                   // [E] scores
-  float* choice = smem + a.experts;  // [E] scores + bias, -inf outside the kept groups
-  bool* taken = reinterpret_cast<bool*>(choice + a.experts);  // [E]
-  __shared__ float group[kMaxGroups];
-  __shared__ bool group_taken[kMaxGroups];
-  __shared__ int order[kMaxTopK];
-  const int E = a.experts, lane = threadIdx.x;
-  const int64_t t = blockIdx.x;
+// A routing warp's shared scratch: scores, choice keys and taken flags per expert, the group
+// scores, and the chosen order. route_scratch_bytes: its size, a multiple of 16.
+struct RouteScratch {
+  float* p;       // [E] scores
+  float* choice;  // [E] scores + bias, -inf outside the kept groups
+  float* group;   // [kMaxGroups]
+  int* order;     // [kMaxTopK]
+  bool* taken;    // [E]
+  bool* group_taken;  // [kMaxGroups]
+};
+
+__host__ __device__ constexpr size_t route_scratch_bytes(int experts) {
+  return (size_t(2 * experts + kMaxGroups + kMaxTopK) * 4 + experts + kMaxGroups + 15) / 16 * 16;
+}
+
+__device__ __forceinline__ RouteScratch route_scratch(char* base, int experts) {
+  RouteScratch s;
+  s.p = reinterpret_cast<float*>(base);
+  s.choice = s.p + experts;
+  s.group = s.choice + experts;
+  s.order = reinterpret_cast<int*>(s.group + kMaxGroups);
+  s.taken = reinterpret_cast<bool*>(s.order + kMaxTopK);
+  s.group_taken = s.taken + experts;
+  return s;
+}
+
+// Token t's routing by one warp, the host routing's arithmetic (model/decoder.cpp route()).
+__device__ void route_token(const RouteArgs& a, int64_t t, const RouteScratch& s) {
+  float* p = s.p;
+  float* choice = s.choice;
+  bool* taken = s.taken;
+  float* group = s.group;
+  bool* group_taken = s.group_taken;
+  int* order = s.order;
+  const int E = a.experts, lane = threadIdx.x % 32;
   const float* z = a.scores + t * E;
   if (a.sigmoid) {
     for (int e = lane; e < E; e += 32) p[e] = 1.0f / (1.0f + expf(-z[e]));
@@ -136,42 +159,92 @@ __global__ void moe_route_kernel(const RouteArgs a) {
   if (a.margins && lane == 0) a.margins[t] = margin;
 }
 
-// One block of kAlignThreads. Counts per expert (shared atomics), then the offsets (thread 0,
-// which also lists the experts with rows), then the placement, a chunk of kAlignThreads slots
-// at a time: a slot's row is its expert's offset, plus that expert's slots in earlier chunks,
-// in earlier warps of this chunk (per-warp counts in shared memory), and in earlier lanes of
-// its warp (__match_any_sync). So each expert's rows keep their slots' (tokens') order.
-__global__ void __launch_bounds__(kAlignThreads)
-moe_align_kernel(const int32_t* __restrict__ ids, int64_t slots, int top_k, int experts,
-                 int32_t* __restrict__ token, int32_t* __restrict__ position,
-                 int32_t* __restrict__ offsets, int32_t* __restrict__ active) {
-  extern __shared__ int32_t align_smem[];
-  int32_t* count = align_smem;                 // [experts]: all slots, then earlier chunks'
-  int32_t* start = align_smem + experts;       // [experts]: offsets
-  int32_t* warp_count = align_smem + 2 * experts;  // [kWarps][experts]: this chunk's
-  constexpr int kWarps = kAlignThreads / 32;
+// One warp per token.
+__global__ void moe_route_kernel(const RouteArgs a) {
   pdl_begin();
+  extern __shared__ __align__(16) char route_smem[];
+  route_token(a, blockIdx.x, route_scratch(route_smem, a.experts));
+}
+
+struct AlignArgs {
+  const int32_t* ids;
+  int64_t slots;
+  int top_k, experts;
+  int32_t *token, *position, *offsets, *active;
+};
+
+constexpr int kAlignWarps = kAlignThreads / 32;
+
+__host__ __device__ constexpr size_t align_smem_bytes(int experts) {
+  return size_t(2 + kAlignWarps) * experts * sizeof(int32_t);
+}
+
+// The inclusive sums of v over the block's threads (kAlignThreads), in every thread; `sums`
+// [kAlignWarps] of shared scratch. Ends with the block synchronised.
+__device__ __forceinline__ int block_inclusive_sum(int v, int* sums) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
-  for (int i = threadIdx.x; i < kWarps * experts; i += blockDim.x) warp_count[i] = 0;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  if (lane == 31) sums[warp] = v;
   __syncthreads();
-  for (int64_t j = threadIdx.x; j < slots; j += blockDim.x) atomicAdd(&count[ids[j]], 1);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t off = 0, n = 0;
-    for (int e = 0; e < experts; ++e) {
-      start[e] = offsets[e] = off;
-      off += count[e];
-      if (count[e] > 0) active[1 + n++] = e;
-      count[e] = 0;
+  if (warp == 0) {
+    int w = sums[lane];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int u = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += u;
     }
-    offsets[experts] = off;
-    active[0] = n;
+    sums[lane] = w;
   }
   __syncthreads();
-  for (int64_t base = 0; base < slots; base += blockDim.x) {
+  const int before = warp > 0 ? sums[warp - 1] : 0;
+  __syncthreads();  // sums may be written again
+  return v + before;
+}
+
+// The grouping by one block of kAlignThreads. Counts per expert (shared atomics), then the
+// offsets and the list of experts with rows (block-wide prefix sums), then the placement, a
+// chunk of kAlignThreads slots at a time: a slot's row is its expert's offset, plus that
+// expert's slots in earlier chunks, in earlier warps of this chunk (per-warp counts in shared
+// memory), and in earlier lanes of its warp (__match_any_sync). So each expert's rows keep
+// their slots' (tokens') order.
+__device__ void align_block(const AlignArgs& a, int32_t* smem) {
+  __shared__ int sums[kAlignWarps];
+  __shared__ int carried[2];  // rows and active experts before this chunk of experts
+  const int experts = a.experts;
+  int32_t* count = smem;                     // [experts]: all slots, then earlier chunks'
+  int32_t* start = smem + experts;           // [experts]: offsets
+  int32_t* warp_count = smem + 2 * experts;  // [kAlignWarps][experts]: this chunk's
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
+  for (int i = threadIdx.x; i < kAlignWarps * experts; i += blockDim.x) warp_count[i] = 0;
+  if (threadIdx.x < 2) carried[threadIdx.x] = 0;
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < a.slots; j += blockDim.x) atomicAdd(&count[a.ids[j]], 1);
+  __syncthreads();
+  for (int base = 0; base < experts; base += blockDim.x) {
+    const int e = base + threadIdx.x;
+    const int c = e < experts ? count[e] : 0;
+    const int rows_before = carried[0], active_before = carried[1];
+    // Packed: rows in the low 20 bits (slots < 2^20), active experts above.
+    const int both = block_inclusive_sum(c | (c > 0 ? 1 << 20 : 0), sums);
+    const int rows = (both & ((1 << 20) - 1)) - c, n = (both >> 20) - (c > 0);
+    if (e < experts) {
+      start[e] = a.offsets[e] = rows_before + rows;
+      if (c > 0) a.active[1 + active_before + n] = e;
+      count[e] = 0;
+    }
+    if (threadIdx.x == blockDim.x - 1)
+      carried[0] = rows_before + rows + c, carried[1] = active_before + n + (c > 0);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) a.offsets[experts] = carried[0], a.active[0] = carried[1];
+  for (int64_t base = 0; base < a.slots; base += blockDim.x) {
     const int64_t j = base + threadIdx.x;
-    const int32_t id = j < slots ? ids[j] : -1;
+    const int32_t id = j < a.slots ? a.ids[j] : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, id);
     const int below = __popc(peers & ((1u << lane) - 1));
     if (id >= 0 && below == 0) warp_count[warp * experts + id] = __popc(peers);
@@ -179,18 +252,40 @@ moe_align_kernel(const int32_t* __restrict__ ids, int64_t slots, int top_k, int 
     if (id >= 0) {
       int32_t row = start[id] + count[id] + below;
       for (int w = 0; w < warp; ++w) row += warp_count[w * experts + id];
-      token[row] = int32_t(j / top_k);
-      position[j] = row;
+      a.token[row] = int32_t(j / a.top_k);
+      a.position[j] = row;
     }
+    if (base + blockDim.x >= a.slots) break;  // the last chunk carries nothing
     __syncthreads();
     // Carry this chunk's counts and clear its per-warp entries for the next chunk.
     for (int e = threadIdx.x; e < experts; e += blockDim.x)
-      for (int w = 0; w < kWarps; ++w) {
+      for (int w = 0; w < kAlignWarps; ++w) {
         count[e] += warp_count[w * experts + e];
         warp_count[w * experts + e] = 0;
       }
     __syncthreads();
   }
+}
+
+__global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(const AlignArgs a) {
+  extern __shared__ __align__(16) int32_t align_smem[];
+  pdl_begin();
+  align_block(a, align_smem);
+}
+
+// Routing and grouping in one block, for steps of at most kAlignWarps tokens (decode): warp t
+// routes token t, then the block groups the slots it wrote (visible to the block after the
+// barrier). One launch, and the grouping's scratch reuses the routing's.
+__global__ void __launch_bounds__(kAlignThreads)
+moe_route_align_kernel(const RouteArgs r, const AlignArgs a, int64_t tokens) {
+  extern __shared__ __align__(16) char fused_smem[];
+  pdl_begin();
+  const int warp = threadIdx.x / 32;
+  if (warp < tokens)
+    route_token(r, warp, route_scratch(fused_smem + warp * route_scratch_bytes(r.experts),
+                                       r.experts));
+  __syncthreads();
+  align_block(a, reinterpret_cast<int32_t*>(fused_smem));
 }
 
 constexpr int kGemvMaxRows = 8;
@@ -455,32 +550,70 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
 
 }  // namespace
 
-void CudaBackend::moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
-                            Tensor& ids, Tensor& weights, Tensor& margins) {
-  const int64_t T = scores.size(0);
-  const int E = int(scores.size(1));
+namespace {
+
+RouteArgs route_args(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
+                     Tensor& weights, Tensor& margins) {
   VLLM_CHECK(r.num_groups <= kMaxGroups && r.top_k + r.shared <= kMaxTopK,
              "moe_route on CUDA: at most ", kMaxGroups, " groups and ", kMaxTopK,
              " experts a token (shared ones included)");
+  return RouteArgs{scores.data<float>(), bias.defined() ? bias.data<float>() : nullptr,
+                   int(scores.size(1)), r.top_k, r.num_groups, r.topk_groups, r.shared,
+                   r.sigmoid, r.group_top2, r.normalize, r.scaling, ids.data<int32_t>(),
+                   weights.data<float>(), margins.defined() ? margins.data<float>() : nullptr};
+}
+
+AlignArgs align_args(const Tensor& ids, int num_experts, MoePlan& plan) {
+  VLLM_CHECK(align_smem_bytes(num_experts) <= 200 * 1024 && ids.numel() < (1 << 20),
+             "moe_align on CUDA: ", num_experts, " experts or ", ids.numel(),
+             " routed rows is too many");
+  return AlignArgs{ids.data<int32_t>(),          ids.numel(),
+                   int(ids.size(1)),             num_experts,
+                   plan.token.data<int32_t>(),   plan.position.data<int32_t>(),
+                   plan.offsets.data<int32_t>(), plan.active.data<int32_t>()};
+}
+
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    VLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(bytes)));
+}
+
+}  // namespace
+
+void CudaBackend::moe_route(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
+                            Tensor& ids, Tensor& weights, Tensor& margins) {
+  const int64_t T = scores.size(0);
+  const RouteArgs a = route_args(scores, bias, r, ids, weights, margins);
   if (T == 0) return;
-  RouteArgs a{scores.data<float>(), bias.defined() ? bias.data<float>() : nullptr, E, r.top_k,
-              r.num_groups, r.topk_groups, r.shared, r.sigmoid, r.group_top2, r.normalize,
-              r.scaling, ids.data<int32_t>(), weights.data<float>(),
-              margins.defined() ? margins.data<float>() : nullptr};
-  const size_t smem = size_t(E) * (2 * sizeof(float) + sizeof(bool));
-  VLLM_CHECK(smem <= 48 * 1024, "moe_route on CUDA: ", E, " experts is too many");
+  const size_t smem = route_scratch_bytes(a.experts);
+  VLLM_CHECK(smem <= 200 * 1024, "moe_route on CUDA: ", a.experts, " experts is too many");
+  allow_smem(moe_route_kernel, smem);
   launch(moe_route_kernel, dim3(unsigned(T)), dim3(32), smem, stream_, a);
 }
 
 void CudaBackend::moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
-  const size_t smem = size_t(2 + kAlignThreads / 32) * num_experts * sizeof(int32_t);
-  VLLM_CHECK(smem <= 200 * 1024, "moe_align on CUDA: ", num_experts, " experts is too many");
-  VLLM_CUDA_CHECK(cudaFuncSetAttribute(moe_align_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch(moe_align_kernel, dim3(1), dim3(kAlignThreads), smem, stream_, ids.data<int32_t>(),
-         ids.numel(), int(ids.size(1)), num_experts, plan.token.data<int32_t>(),
-         plan.position.data<int32_t>(), plan.offsets.data<int32_t>(),
-         plan.active.data<int32_t>());
+  const AlignArgs a = align_args(ids, num_experts, plan);
+  const size_t smem = align_smem_bytes(num_experts);
+  allow_smem(moe_align_kernel, smem);
+  launch(moe_align_kernel, dim3(1), dim3(kAlignThreads), smem, stream_, a);
+}
+
+void CudaBackend::moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r,
+                                  Tensor& ids, Tensor& weights, Tensor& margins,
+                                  int num_experts, MoePlan& plan) {
+  const int64_t T = scores.size(0);
+  const size_t route = route_scratch_bytes(int(scores.size(1)));
+  const size_t smem = std::max(size_t(T) * route, align_smem_bytes(num_experts));
+  if (T == 0 || T > kAlignWarps || smem > 200 * 1024) {
+    Backend::moe_route_align(scores, bias, r, ids, weights, margins, num_experts, plan);
+    return;
+  }
+  const RouteArgs ra = route_args(scores, bias, r, ids, weights, margins);
+  const AlignArgs aa = align_args(ids, num_experts, plan);
+  allow_smem(moe_route_align_kernel, smem);
+  launch(moe_route_align_kernel, dim3(1), dim3(kAlignThreads), smem, stream_, ra, aa, T);
 }
 
 void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
