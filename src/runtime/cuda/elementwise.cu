@@ -92,10 +92,10 @@ struct RopeArgs {
   float mscale, theta_scale, freq_scale;
 };
 
-// Token t's rotation, by one block: the angles first (ggml's repeated-product chain needs them
-// in order), then every (head, pair) rotated.
-__device__ void rotate_token(float* x, int64_t t, int32_t pos, const RopeArgs& a) {
-  __shared__ float cos_s[kMaxRotaryPairs], sin_s[kMaxRotaryPairs];
+// The cos and sin (times mscale) of position pos for every rotary pair, into shared tables, by
+// the block (ggml's repeated-product chain needs them in order: one thread then). The caller
+// synchronises before reading them.
+__device__ void rope_angles(int32_t pos, const RopeArgs& a, float* cos_s, float* sin_s) {
   if (a.ggml_theta) {
     if (threadIdx.x == 0) {
       float chain = float(pos);
@@ -117,15 +117,29 @@ __device__ void rotate_token(float* x, int64_t t, int32_t pos, const RopeArgs& a
       sin_s[i] = s * a.mscale;
     }
   }
+}
+
+// Pair i of a rotated row: where its two lanes are, and the rotation itself.
+__device__ __forceinline__ int rope_lane0(const RopeArgs& a, int i) { return a.neox ? i : 2 * i; }
+__device__ __forceinline__ int rope_lane1(const RopeArgs& a, int i) {
+  return a.neox ? i + a.half : 2 * i + 1;
+}
+__device__ __forceinline__ void rope_pair(float p, float q, float c, float s, float& out0,
+                                          float& out1) {
+  out0 = p * c - q * s;
+  out1 = q * c + p * s;
+}
+
+// Token t's rotation, by one block: the angles first, then every (head, pair) rotated.
+__device__ void rotate_token(float* x, int64_t t, int32_t pos, const RopeArgs& a) {
+  __shared__ float cos_s[kMaxRotaryPairs], sin_s[kMaxRotaryPairs];
+  rope_angles(pos, a, cos_s, sin_s);
   __syncthreads();
   for (int j = threadIdx.x; j < a.heads * a.half; j += blockDim.x) {
     const int h = j / a.half, i = j % a.half;
     float* v = x + t * a.stride_t + h * a.stride_h;
-    const int i0 = a.neox ? i : 2 * i;
-    const int i1 = a.neox ? i + a.half : 2 * i + 1;
-    const float p = v[i0], q = v[i1];
-    v[i0] = p * cos_s[i] - q * sin_s[i];
-    v[i1] = q * cos_s[i] + p * sin_s[i];
+    const int i0 = rope_lane0(a, i), i1 = rope_lane1(a, i);
+    rope_pair(v[i0], v[i1], cos_s[i], sin_s[i], v[i0], v[i1]);
   }
 }
 
@@ -204,8 +218,10 @@ __global__ void rope_cache_kernel(float* x, const int32_t* __restrict__ position
 // MLA's per-token work between the projection and attention (mla_rope_and_cache), one block per
 // token: the latent row RMS-normed in place, in rms_norm_kernel's order (its first norm_threads
 // threads sum as rms_norm's block of that size does; the others add zeros), the query's
-// rotary lanes copied out and rotated, the key's rotary lanes rotated in place (rope_kernel's
-// arithmetic), then both written to the cache row's lanes. The bits of the plain ops.
+// rotary lanes rotated from q_in into q_out, the key's rotary lanes rotated in place (one
+// angle table: both rows rotate by the same position and parameters), each value written to
+// the cache row from the register that holds it. The bits of the plain ops (rope_kernel's
+// arithmetic); one pass of loads and stores after the norm's sum.
 template <typename C>
 __global__ void mla_rope_cache_kernel(float* latent, int64_t ls, const float* __restrict__ norm_w,
                                       float eps, int lat, int norm_threads,
@@ -214,8 +230,11 @@ __global__ void mla_rope_cache_kernel(float* latent, int64_t ls, const float* __
                                       float* k_pe, const RopeArgs ak,
                                       const int32_t* __restrict__ positions,
                                       const CacheRows<C> c, const int32_t* __restrict__ slots) {
+  __shared__ float cos_s[kMaxRotaryPairs], sin_s[kMaxRotaryPairs];
   pdl_begin();
   const int64_t t = blockIdx.x;
+  const int64_t slot = slots[t];
+  rope_angles(positions[t], aq, cos_s, sin_s);  // read after block_sum's barriers
   float* xr = latent + t * ls;
   const bool norm_thread = int(threadIdx.x) < norm_threads;
   float ss = 0.0f;
@@ -223,19 +242,30 @@ __global__ void mla_rope_cache_kernel(float* latent, int64_t ls, const float* __
     for (int i = threadIdx.x; i < lat; i += norm_threads) ss += xr[i] * xr[i];
   const float scale = rsqrtf(block_sum(ss) / float(lat) + eps);
   if (norm_thread)
-    for (int i = threadIdx.x; i < lat; i += norm_threads) xr[i] = xr[i] * scale * norm_w[i];
-  const int rot = 2 * aq.half;
-  for (int j = threadIdx.x; j < aq.heads * rot; j += blockDim.x) {
-    const int h = j / rot, i = j % rot;
-    q_out[t * aq.stride_t + h * aq.stride_h + i] = q_in[t * q_in_t + h * q_in_h + i];
+    for (int i = threadIdx.x; i < lat; i += norm_threads) {
+      const float y = xr[i] * scale * norm_w[i];
+      xr[i] = y;
+      if (slot >= 0) c.k[slot * c.k_stride + i] = from_float<C>(y);
+    }
+  for (int j = threadIdx.x; j < aq.heads * aq.half; j += blockDim.x) {
+    const int h = j / aq.half, i = j % aq.half;
+    const float* in = q_in + t * q_in_t + h * q_in_h;
+    float* out = q_out + t * aq.stride_t + h * aq.stride_h;
+    const int i0 = rope_lane0(aq, i), i1 = rope_lane1(aq, i);
+    rope_pair(in[i0], in[i1], cos_s[i], sin_s[i], out[i0], out[i1]);
   }
-  __syncthreads();
-  const int32_t pos = positions[t];
-  rotate_token(q_out, t, pos, aq);
-  __syncthreads();  // rotate_token's angle tables are about to be rewritten
-  rotate_token(k_pe, t, pos, ak);
-  __syncthreads();
-  cache_token(latent, ls, k_pe, ak.stride_t, c, t, slots[t]);
+  for (int i = threadIdx.x; i < ak.half; i += blockDim.x) {  // one key head (host-checked)
+    float* v = k_pe + t * ak.stride_t;
+    const int i0 = rope_lane0(ak, i), i1 = rope_lane1(ak, i);
+    float y0, y1;
+    rope_pair(v[i0], v[i1], cos_s[i], sin_s[i], y0, y1);
+    v[i0] = y0;
+    v[i1] = y1;
+    if (slot >= 0) {
+      c.v[slot * c.v_stride + i0] = from_float<C>(y0);
+      c.v[slot * c.v_stride + i1] = from_float<C>(y1);
+    }
+  }
 }
 
 // The gate activations of the gated MLPs.
@@ -466,6 +496,11 @@ bool CudaBackend::mla_rope_and_cache(Tensor& latent, const Tensor& norm_weight, 
   if (t == 0) return true;
   const RopeArgs aq = rope_args(q_pe_out, params), ak = rope_args(k_pe, params);
   const int lat = static_cast<int>(latent.size(1));
+  // The kernel writes the cache rows from the values it computes: the latent's lanes and one
+  // key head's rotary lanes, exactly the rows' widths.
+  if (c_cache.size(2) * c_cache.size(3) != lat || ak.heads != 1 ||
+      pe_cache.size(2) * pe_cache.size(3) != 2 * ak.half)
+    return false;
   const int norm_threads = row_threads(lat / 4);  // rms_norm's block for such a row
   const int threads = std::max(norm_threads, row_threads(int64_t(aq.heads) * aq.half));
   dispatch_float_type(c_cache.dtype(), [&](auto* tag) {
