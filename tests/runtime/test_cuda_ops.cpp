@@ -220,8 +220,8 @@ void expect_plan_is_the_sorted_slots(const Tensor& ids, int E, const MoePlan& pl
   EXPECT_EQ(mismatches, 0) << what;
 }
 
-// Routing and grouping in one launch (decode steps of up to 32 tokens) give the bits of the two
-// separate ops; above 32 tokens the op falls back to them. The plans match their definition.
+// Routing and grouping in one launch (decode steps of up to 32 tokens; one warp groups up to
+// 32 slots) give the bits of the two separate ops; above 32 tokens the op falls back to them. The plans match their definition.
 // Shapes: DeepSeek-V2-Lite (64 experts + 2 shared, softmax, top 6), Qwen3-MoE (128, top 8,
 // normalized), DeepSeek-V3 (256 + 1 shared, sigmoid with bias, 8 groups keep 4, top-2 sums).
 TEST_F(CudaOps, MoeRouteAlignMatchesSeparateOps) {
@@ -229,7 +229,7 @@ TEST_F(CudaOps, MoeRouteAlignMatchesSeparateOps) {
   const Case cases[] = {{64, 2, 6, 1, 1, false}, {128, 0, 8, 1, 1, false},
                         {256, 1, 8, 8, 4, true}};
   for (const Case& c : cases)
-    for (int64_t T : {1, 2, 7, 32, 33, 300}) {
+    for (int64_t T : {1, 2, 4, 7, 32, 33, 300}) {  // up to 32 slots: the one-warp grouping
       const std::string what = "E=" + std::to_string(c.E) + " T=" + std::to_string(T);
       MoeRouting r;
       r.top_k = c.top_k;

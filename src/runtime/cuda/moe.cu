@@ -267,6 +267,40 @@ __device__ void align_block(const AlignArgs& a, int32_t* smem) {
   }
 }
 
+// The grouping of at most 32 slots by one warp, each lane holding one slot's expert: a slot's
+// row is the number of slots before it in (expert, slot) order, an expert's offset the number
+// of slots of lower experts, its place in the list of experts with rows the number of such
+// experts below it. The results of align_block, with no barrier and no shared memory.
+__device__ void align_warp(const AlignArgs& a) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x % 32;
+  const bool mine = lane < a.slots;
+  const int32_t id = mine ? a.ids[lane] : INT_MAX;  // past every expert
+  const unsigned peers = __match_any_sync(kAll, id);
+  const unsigned first = __ballot_sync(kAll, mine && (peers & ((1u << lane) - 1)) == 0);
+  int32_t all[32];
+#pragma unroll
+  for (int j = 0; j < 32; ++j) all[j] = __shfl_sync(kAll, id, j);
+  int row = 0, below = 0;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    row += all[j] < id || (all[j] == id && j < lane);
+    below += ((first >> j) & 1) && all[j] < id;
+  }
+  if (mine) {
+    a.token[row] = int32_t(lane / a.top_k);
+    a.position[lane] = row;
+    if ((first >> lane) & 1) a.active[1 + below] = id;
+  }
+  if (lane == 0) a.active[0] = __popc(first);
+  for (int e = lane; e <= a.experts; e += 32) {
+    int n = 0;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) n += all[j] < e;
+    a.offsets[e] = n;
+  }
+}
+
 __global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(const AlignArgs a) {
   extern __shared__ __align__(16) int32_t align_smem[];
   pdl_begin();
@@ -275,7 +309,8 @@ __global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(const AlignArg
 
 // Routing and grouping in one block, for steps of at most kAlignWarps tokens (decode): warp t
 // routes token t, then the block groups the slots it wrote (visible to the block after the
-// barrier). One launch, and the grouping's scratch reuses the routing's.
+// barrier): warp 0 alone when there are at most 32 slots (the block is then one warp a token),
+// else all kAlignThreads, whose scratch reuses the routing's.
 __global__ void __launch_bounds__(kAlignThreads)
 moe_route_align_kernel(const RouteArgs r, const AlignArgs a, int64_t tokens) {
   extern __shared__ __align__(16) char fused_smem[];
@@ -285,7 +320,11 @@ moe_route_align_kernel(const RouteArgs r, const AlignArgs a, int64_t tokens) {
     route_token(r, warp, route_scratch(fused_smem + warp * route_scratch_bytes(r.experts),
                                        r.experts));
   __syncthreads();
-  align_block(a, reinterpret_cast<int32_t*>(fused_smem));
+  if (a.slots <= 32) {
+    if (warp == 0) align_warp(a);
+  } else {
+    align_block(a, reinterpret_cast<int32_t*>(fused_smem));
+  }
 }
 
 constexpr int kGemvMaxRows = 8;
@@ -612,8 +651,11 @@ void CudaBackend::moe_route_align(const Tensor& scores, const Tensor& bias, cons
   }
   const RouteArgs ra = route_args(scores, bias, r, ids, weights, margins);
   const AlignArgs aa = align_args(ids, num_experts, plan);
-  allow_smem(moe_route_align_kernel, smem);
-  launch(moe_route_align_kernel, dim3(1), dim3(kAlignThreads), smem, stream_, ra, aa, T);
+  const bool one_warp_aligns = aa.slots <= 32;  // a warp a token, the kernel's small path
+  const size_t bytes = one_warp_aligns ? size_t(T) * route : smem;
+  allow_smem(moe_route_align_kernel, bytes);
+  launch(moe_route_align_kernel, dim3(1), dim3(one_warp_aligns ? unsigned(32 * T) : kAlignThreads),
+         bytes, stream_, ra, aa, T);
 }
 
 void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
