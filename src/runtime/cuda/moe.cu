@@ -32,38 +32,45 @@ struct RouteArgs {
   float* margins;  // or null
 };
 
-// The best (value, index) over the warp, ties to the lower index, in every lane.
-__device__ __forceinline__ void warp_argmax(float& v, int& i) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
+// The k best of key[0 .. n) (k < n or k == n), by one warp: order[r] (shared) = the entry of
+// rank r for r < k, ranks by value, ties to the lower index, as k rounds of "the best not yet
+// taken" would give; NaN ranks below every number. Each lane ranks its entries by counting
+// the entries before them, so the rounds' chain of reductions becomes independent loads.
+// kth[0] = the value of rank k - 1, kth[1] = that of rank k (-inf when k == n), in every lane.
+__device__ __forceinline__ void warp_top_k(const float* key, int n, int k, int* order,
+                                           float kth[2]) {
+  const auto ordered = [](float x) { return x != x ? -INFINITY : x; };
+  float last = -INFINITY, next = -INFINITY;
+  bool has_last = false, has_next = false;
+  for (int e = threadIdx.x % 32; e < n; e += 32) {
+    const float x = ordered(key[e]);
+    int rank = 0;
+    for (int j = 0; j < n; ++j) {
+      const float y = ordered(key[j]);
+      rank += y > x || (y == x && j < e);
+    }
+    if (rank < k) order[rank] = e;
+    if (rank == k - 1) last = key[e], has_last = true;
+    if (rank == k) next = key[e], has_next = true;
   }
+  const unsigned l = __ballot_sync(0xffffffffu, has_last), m = __ballot_sync(0xffffffffu, has_next);
+  kth[0] = __shfl_sync(0xffffffffu, last, l ? __ffs(l) - 1 : 0);
+  kth[1] = m ? __shfl_sync(0xffffffffu, next, __ffs(m) - 1) : -INFINITY;
+  __syncwarp();  // order[] is read next
 }
 
-// The best of key[0 .. n) not yet taken (lanes stride over it), in every lane; index INT_MAX
-// when every entry is taken.
-__device__ __forceinline__ void warp_best(const float* key, const bool* taken, int n, float& v,
-                                          int& i) {
-  v = -INFINITY, i = INT_MAX;
-  for (int e = threadIdx.x % 32; e < n; e += 32)
-    if (!taken[e] && (key[e] > v || i == INT_MAX)) v = key[e], i = e;
-  warp_argmax(v, i);
-}
-
-// A routing warp's shared scratch: scores, choice keys and taken flags per expert, the group
-// scores, and the chosen order. route_scratch_bytes: its size, a multiple of 16.
+// A routing warp's shared scratch: scores and choice keys per expert, the group scores and
+// flags, and the chosen order. route_scratch_bytes: its size, a multiple of 16.
 struct RouteScratch {
   float* p;       // [E] scores
   float* choice;  // [E] scores + bias, -inf outside the kept groups
   float* group;   // [kMaxGroups]
   int* order;     // [kMaxTopK]
-  bool* taken;    // [E]
   bool* group_taken;  // [kMaxGroups]
 };
 
 __host__ __device__ constexpr size_t route_scratch_bytes(int experts) {
-  return (size_t(2 * experts + kMaxGroups + kMaxTopK) * 4 + experts + kMaxGroups + 15) / 16 * 16;
+  return (size_t(2 * experts + kMaxGroups + kMaxTopK) * 4 + kMaxGroups + 15) / 16 * 16;
 }
 
 __device__ __forceinline__ RouteScratch route_scratch(char* base, int experts) {
@@ -72,8 +79,7 @@ __device__ __forceinline__ RouteScratch route_scratch(char* base, int experts) {
   s.choice = s.p + experts;
   s.group = s.choice + experts;
   s.order = reinterpret_cast<int*>(s.group + kMaxGroups);
-  s.taken = reinterpret_cast<bool*>(s.order + kMaxTopK);
-  s.group_taken = s.taken + experts;
+  s.group_taken = reinterpret_cast<bool*>(s.order + kMaxTopK);
   return s;
 }
 
@@ -81,7 +87,6 @@ __device__ __forceinline__ RouteScratch route_scratch(char* base, int experts) {
 __device__ void route_token(const RouteArgs& a, int64_t t, const RouteScratch& s) {
   float* p = s.p;
   float* choice = s.choice;
-  bool* taken = s.taken;
   float* group = s.group;
   bool* group_taken = s.group_taken;
   int* order = s.order;
@@ -98,14 +103,10 @@ __device__ void route_token(const RouteArgs& a, int64_t t, const RouteScratch& s
     sum = warp_sum(sum);
     for (int e = lane; e < E; e += 32) p[e] /= sum;
   }
-  for (int e = lane; e < E; e += 32) {
-    choice[e] = a.bias ? p[e] + a.bias[e] : p[e];
-    taken[e] = false;
-  }
+  for (int e = lane; e < E; e += 32) choice[e] = a.bias ? p[e] + a.bias[e] : p[e];
   __syncwarp();
   float margin = INFINITY;
-  float v;
-  int i;
+  float kth[2];
   if (a.groups > 1) {
     const int per_group = E / a.groups;
     if (lane < a.groups) {
@@ -119,33 +120,18 @@ __device__ void route_token(const RouteArgs& a, int64_t t, const RouteScratch& s
       group_taken[lane] = false;
     }
     __syncwarp();
-    float kept = 0.0f;
-    for (int r = 0; r < a.topk_groups; ++r) {
-      warp_best(group, group_taken, a.groups, v, i);
-      kept = v;
-      if (lane == 0) group_taken[i] = true;
-      __syncwarp();
-    }
-    if (a.topk_groups < a.groups) {
-      warp_best(group, group_taken, a.groups, v, i);
-      margin = fminf(margin, (kept - v) / fabsf(kept));
-    }
+    warp_top_k(group, a.groups, a.topk_groups, order, kth);
+    if (lane < a.topk_groups) group_taken[order[lane]] = true;
+    __syncwarp();
+    if (a.topk_groups < a.groups) margin = fminf(margin, (kth[0] - kth[1]) / fabsf(kth[0]));
     for (int e = lane; e < E; e += 32)
       if (!group_taken[e / per_group]) choice[e] = -INFINITY;
-    __syncwarp();
+    __syncwarp();  // order[] is rewritten next
   }
-  float kept = 0.0f, sum = 0.0f;
-  for (int r = 0; r < a.top_k; ++r) {
-    warp_best(choice, taken, E, v, i);
-    kept = v;
-    sum += p[i];
-    if (lane == 0) taken[i] = true, order[r] = i;
-    __syncwarp();
-  }
-  if (a.top_k < E) {
-    warp_best(choice, taken, E, v, i);
-    margin = fminf(margin, (kept - v) / fabsf(kept));
-  }
+  warp_top_k(choice, E, a.top_k, order, kth);
+  float sum = 0.0f;
+  for (int r = 0; r < a.top_k; ++r) sum += p[order[r]];  // the rounds' order
+  if (a.top_k < E) margin = fminf(margin, (kth[0] - kth[1]) / fabsf(kth[0]));
   const float norm = a.normalize ? 1.0f / sum : 1.0f;
   const int width = a.top_k + a.shared;
   for (int r = lane; r < a.top_k; r += 32) {
