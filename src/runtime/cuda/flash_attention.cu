@@ -114,7 +114,6 @@ __device__ __forceinline__ void attend(const uint4* k_tile, const uint4* v_tile,
 
 template <typename C, int D>
 __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArgs<C> a) {
-  pdl_begin();
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   extern __shared__ uint4 smem[];
   uint4* s_q = smem;                    // [kRows][kChunks]
@@ -134,7 +133,6 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
   const int q_len = a.query_start_loc[b + 1] - q0;
   const int rows = q_len * group;
   const int row0 = (slot - tile_start(a.query_start_loc, b, group)) * kRows;
-  if (row0 >= rows) return;
   const int pos0 = a.seq_lens[b] - q_len;  // position of the sequence's first query token
   const int pos_lo = pos0 + row0 / group;
   const int pos_hi = pos0 + (min(rows, row0 + kRows) - 1) / group;
@@ -164,6 +162,11 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
     }
     cp_async_commit();
   };
+  // Up to here the block read only the step's inputs (copied before its first kernel, never
+  // written by one): the chain of dependent loads that finds its keys overlaps the previous
+  // kernel's end. The cache and q may be this step's writes.
+  pdl_begin();
+  if (row0 >= rows) return;
   if (tile_begin < tile_end) load_kv(tile_begin, 0);
 
   // The query rows, rounded to C; rows past the sequence's end are zero.

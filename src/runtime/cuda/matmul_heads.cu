@@ -47,7 +47,6 @@ __global__ void __launch_bounds__(kWarps * 32)
     matmul_heads_vec_kernel(const float* __restrict__ x, int64_t xt, int64_t xh,
                             const W* __restrict__ w, float* __restrict__ out, int64_t ot,
                             int64_t oh, int tokens, int n_rows, int k, int group) {
-  pdl_begin();
   constexpr int kPer = 16 / sizeof(W);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % group;
   const int h = blockIdx.y;
@@ -57,10 +56,17 @@ __global__ void __launch_bounds__(kWarps * 32)
       reinterpret_cast<const uint4*>(w + (int64_t(h) * n_rows + min(n, n_rows - 1)) * k);
   float acc[kMaxTokens] = {};
   const int pieces = k / kPer;
+  // A lane's first two pieces load before the wait: the weights depend on no earlier kernel,
+  // so their latency hides behind the previous kernel's end (W_UK's rows are one piece a
+  // lane, W_UV's two).
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  const uint4 early0 = sub < pieces ? __ldg(wr + sub) : zero;
+  const uint4 early1 = sub + group < pieces ? __ldg(wr + sub + group) : zero;
+  pdl_begin();
 #pragma unroll 2
-  for (int p = sub; p < pieces; p += group) {
+  for (int p = sub, i = 0; p < pieces; p += group, ++i) {
     float f[kPer];
-    unpack_piece<W>(__ldg(wr + p), f);
+    unpack_piece<W>(i == 0 ? early0 : i == 1 ? early1 : __ldg(wr + p), f);
 #pragma unroll
     for (int t = 0; t < kMaxTokens; ++t) {
       if (t >= tokens) break;

@@ -41,7 +41,6 @@ constexpr size_t kSmem = size_t(kHeads + 2 * kKeys) * kChunks * 16  // q, two ke
 
 template <typename C>
 __global__ void __launch_bounds__(kThreads) mla_decode_kernel(const AttnArgs<C> a) {
-  pdl_begin();
   extern __shared__ uint4 smem[];
   uint4* s_q = smem;                       // [kHeads][kChunks], swizzled
   uint4* s_k = s_q + kHeads * kChunks;     // [2][kKeys][kChunks], swizzled
@@ -49,31 +48,42 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(const AttnArgs<C> 
   float* s_max = reinterpret_cast<float*>(s_p + kHeads * kKeys / 8);  // [kWarps][kHeads]
   float* s_sum = s_max + kWarps * kHeads;                             // [kWarps][kHeads]
 
+  // Before the wait: what depends only on the step's inputs (copied before its first kernel,
+  // never written by one), the token's key range and the cache slots of its first tile, a
+  // chain of dependent loads that now overlaps the previous kernel's end. The cache rows
+  // themselves load after it: a prefix hit can share rows that this step writes.
   const int t = blockIdx.x, h0 = blockIdx.y * kHeads, split = blockIdx.z, splits = gridDim.z;
   const TokenKeys tk = token_keys(a, t, split, splits);
-  if (a.skip_queries_from > 0 && tk.q_len >= a.skip_queries_from) return;
   const int b = tk.seq, begin = tk.begin, end = tk.end;
   const int num_tiles = end > begin ? (end - begin + kKeys - 1) / kKeys : 0;
   const int heads = min(kHeads, a.num_q_heads - h0);
   const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
 
-  // Keys [j0, j0 + kKeys) into stage s; keys from `end` on are zero-filled. Warp w copies rows
-  // w, w + kWarps, ...: one page-table lookup per row (the same address in every lane) and
-  // lanes over the row's chunks, the loop unrolled so that the lookups are all in flight.
+  // Warp w copies rows w, w + kWarps, ... of a tile: one page-table lookup per row (the same
+  // address in every lane), the lookups unrolled so that they are all in flight; keys from
+  // `end` on get slot -1 and are zero-filled.
+  constexpr int kWarpRows = kKeys / kWarps;
   const int bs = a.block_size;
   const bool bs_pow2 = (bs & (bs - 1)) == 0;
   const int bs_shift = __popc(bs - 1);
-  auto load_tile = [&](int j0, int s) {
-    uint4* dst = s_k + s * kKeys * kChunks;
+  auto find_slots = [&](int j0, int64_t (&slot)[kWarpRows]) {
 #pragma unroll
-    for (int i = 0; i < kKeys / kWarps; ++i) {
-      const int r = warp + i * kWarps, j = j0 + r;
-      const bool valid = j < end;
+    for (int i = 0; i < kWarpRows; ++i) {
+      const int j = j0 + warp + i * kWarps;
       const int page = bs_pow2 ? j >> bs_shift : j / bs;
       const int in_page = bs_pow2 ? j & (bs - 1) : j % bs;
-      const int64_t slot = valid ? int64_t(__ldg(table + page)) * bs + in_page : 0;
-      const C* src = a.k_cache + slot * a.k_slot;
+      slot[i] = j < end ? int64_t(__ldg(table + page)) * bs + in_page : -1;
+    }
+  };
+  // The rows of `slot` into stage s, lanes over each row's chunks.
+  auto load_tile = [&](const int64_t (&slot)[kWarpRows], int s) {
+    uint4* dst = s_k + s * kKeys * kChunks;
+#pragma unroll
+    for (int i = 0; i < kWarpRows; ++i) {
+      const int r = warp + i * kWarps;
+      const bool valid = slot[i] >= 0;
+      const C* src = a.k_cache + (valid ? slot[i] : 0) * a.k_slot;
 #pragma unroll
       for (int q = 0; q < (kChunks + 31) / 32; ++q) {
         const int ch = lane + 32 * q;
@@ -82,7 +92,11 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(const AttnArgs<C> 
     }
     cp_async_commit();
   };
-  if (num_tiles > 0) load_tile(begin, 0);
+  int64_t slot[kWarpRows];
+  if (num_tiles > 0) find_slots(begin, slot);
+  pdl_begin();
+  if (a.skip_queries_from > 0 && tk.q_len >= a.skip_queries_from) return;
+  if (num_tiles > 0) load_tile(slot, 0);
 
   // The heads' queries, rounded to C; rows past the last head are zero. Unrolled, so that all
   // of a thread's loads are in flight at once.
@@ -108,7 +122,8 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(const AttnArgs<C> 
   for (int i = 0; i < num_tiles; ++i) {
     const int s = i % 2;
     if (i + 1 < num_tiles) {
-      load_tile(begin + (i + 1) * kKeys, 1 - s);
+      find_slots(begin + (i + 1) * kKeys, slot);
+      load_tile(slot, 1 - s);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
