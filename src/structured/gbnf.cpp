@@ -9,6 +9,11 @@
 namespace vllm::structured {
 namespace {
 
+// Groups nest at most this deep: the parser recurses per group, and a request's grammar of
+// thousands of '(' would otherwise overflow the stack (found by fuzz_request_json). The
+// regex parser has the same bound.
+constexpr int kMaxGroupDepth = 32;
+
 class GbnfParser {
  public:
   GbnfParser(GrammarBuilder& g, std::string_view t) : g_(g), t_(t) {}
@@ -230,7 +235,10 @@ class GbnfParser {
     }
     if (c == '(') {
       ++i_;
+      if (++depth_ > kMaxGroupDepth)
+        fail("groups nested deeper than " + std::to_string(kMaxGroupDepth));
       std::vector<Seq> alts = alternatives(true);
+      --depth_;
       skip_space(true);
       if (i_ >= t_.size() || t_[i_] != ')') fail("an unclosed '('");
       ++i_;
@@ -244,6 +252,7 @@ class GbnfParser {
   GrammarBuilder& g_;
   std::string_view t_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open around the parse position
   std::map<std::string, int> ids_;
   std::map<std::string, bool> defined_;
 };

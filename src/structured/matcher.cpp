@@ -128,6 +128,17 @@ void GrammarMatcher::end_temp() {
 
 // Follows pc until every path stands at a byte class (added to out) or has returned past the
 // bottom (out.accept). visited_ breaks cycles of empty matches.
+bool GrammarMatcher::first_visit(uint64_t key) {
+  constexpr size_t kListMost = 64;
+  if (visited_.size() < kListMost) {
+    if (std::find(visited_.begin(), visited_.end(), key) != visited_.end()) return false;
+    visited_.push_back(key);
+    if (visited_.size() == kListMost) visited_set_.insert(visited_.begin(), visited_.end());
+    return true;
+  }
+  return visited_set_.insert(key).second;
+}
+
 void GrammarMatcher::closure(int32_t pc, int32_t parent, State& out) {
   const Program& p = *prog_;
   for (;;) {
@@ -140,8 +151,7 @@ void GrammarMatcher::closure(int32_t pc, int32_t parent, State& out) {
       return;
     }
     const uint64_t key = key_of(pc, parent);
-    if (std::find(visited_.begin(), visited_.end(), key) != visited_.end()) return;
-    visited_.push_back(key);
+    if (!first_visit(key)) return;
     if (s.kind == Symbol::kEnd) {
       if (parent < 0) {
         out.accept = true;
@@ -166,6 +176,7 @@ void GrammarMatcher::advance(const State& from, uint8_t b, State& out) {
   out.stacks.clear();
   out.accept = false;
   visited_.clear();
+  if (!visited_set_.empty()) visited_set_.clear();
   const Program& p = *prog_;
   for (int32_t id : from.stacks) {
     const Node n = nodes_[id];

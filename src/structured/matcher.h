@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "structured/grammar.h"
@@ -120,7 +121,12 @@ class GrammarMatcher {
   void grow();
 
   std::vector<State> states_;  // states_[i]: after i tokens
+  // The (pc, parent) pairs one advance has expanded: a list while short, a set beyond (a
+  // grammar of nested repetitions can expand thousands, and a list's search made each byte
+  // quadratic in them: found by fuzz_request_json).
   std::vector<uint64_t> visited_;
+  std::unordered_set<uint64_t> visited_set_;
+  bool first_visit(uint64_t key);
   struct WalkState {
     State state;
     ByteSet allowed;

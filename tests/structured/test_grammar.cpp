@@ -200,6 +200,26 @@ term ::= [0-9]+ | "(" expr ")"
   EXPECT_THROW(gbnf("root ::= undefined-rule", "a"), Error);
 }
 
+// A grammar of thousands of '(' overflowed the parser's stack (fuzz_request_json, twelfth
+// session); groups now nest at most 32 deep, as in the regex parser.
+TEST(Gbnf, DeeplyNestedGroupsAreAnError) {
+  const auto nested = [](int depth) {
+    return "root ::= " + std::string(size_t(depth), '(') + "\"a\"" +
+           std::string(size_t(depth), ')');
+  };
+  EXPECT_TRUE(gbnf(nested(32), "a"));
+  for (int depth : {33, 100000}) {
+    OutputConstraint c{OutputConstraint::Kind::kGrammar, nested(depth), {}, {}};
+    try {
+      compile(c, byte_vocab());
+      ADD_FAILURE() << depth << " levels compiled";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nested deeper than 32"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Matcher, TokensEosAndRollback) {
   OutputConstraint c;
   c.kind = OutputConstraint::Kind::kChoice;
