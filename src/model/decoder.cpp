@@ -819,8 +819,17 @@ void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
   const MoeSpec& m = c.moe;
   const int64_t T = s.residual.size(0), H = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  if (L.ffn_norm.defined()) rms_norm(s.residual, L.ffn_norm, eps, s.h);
   const Tensor& h = L.ffn_norm.defined() ? s.h : s.residual;
+  // On a device the router normalises its input itself and leaves the normed rows in s.h for
+  // the experts (one launch fewer a layer in decode).
+  Tensor scores;
+  if (device_ != kCpu) {
+    scores = Tensor::empty({T, m.num_experts}, DType::F32, device_);
+    if (L.ffn_norm.defined()) L.router.normed_keep(s.residual, L.ffn_norm, eps, s.h, scores);
+    else L.router(h, scores);
+  } else if (L.ffn_norm.defined()) {
+    rms_norm(s.residual, L.ffn_norm, eps, s.h);
+  }
   Tensor shared;  // the shared experts' output, where they are not stacked with the routed ones
   if (m.shared_intermediate_size > 0 && L.shared_in_stack == 0) {
     const int64_t S = m.shared_intermediate_size;
@@ -840,10 +849,10 @@ void DecoderModel::moe_block(int layer, const Layer& L, Scratch& s) const {
     moe_experts_host(layer, L, h, out);
     if (shared.defined()) add(out, shared, out);
   } else if (!L.ffn_post_norm.defined() && c.residual_multiplier == 1.0 && !comm_) {
-    moe_experts_device(layer, L, h, shared, true, s.residual);
+    moe_experts_device(layer, L, h, scores, shared, true, s.residual);
     return;
   } else {
-    moe_experts_device(layer, L, h, shared, false, out);
+    moe_experts_device(layer, L, h, scores, shared, false, out);
   }
   if (comm_) comm_->all_reduce_sum(out);  // each rank ran its columns of every expert
   if (L.ffn_post_norm.defined()) rms_norm(out, L.ffn_post_norm, eps, out);
@@ -915,14 +924,13 @@ void DecoderModel::moe_experts_host(int layer, const Layer& L, const Tensor& h,
 // by every token after its routed ones. out = the sum + extra (when defined), or out += that
 // with accumulate.
 void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h,
-                                      const Tensor& extra, bool accumulate, Tensor& out) const {
+                                      const Tensor& scores, const Tensor& extra,
+                                      bool accumulate, Tensor& out) const {
   const MoeSpec& m = config_.moe;
   const int64_t T = h.size(0), H = config_.hidden_size, F = m.intermediate_size;
   const int k = m.top_k + L.shared_in_stack;  // experts a token takes
   const int64_t S = T * k;
   const int E = m.num_experts;
-  Tensor scores = Tensor::empty({T, E}, DType::F32, device_);
-  L.router(h, scores);
   MoeRouting r;
   r.top_k = m.top_k;
   r.sigmoid = m.scoring == MoeScoring::kSigmoid;

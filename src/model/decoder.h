@@ -157,10 +157,10 @@ class DecoderModel {
   static constexpr int kMlaPrefillRows = 16;
   // The routed experts' sum for each token of h into out: on the host's kernels, or all on the
   // device (grouped kernels over the experts, nothing brought to the host, so graphs can hold
-  // the layer).
+  // the layer; `scores` the router's output for h).
   void moe_experts_host(int layer, const Layer& L, const Tensor& h, Tensor& out) const;
-  void moe_experts_device(int layer, const Layer& L, const Tensor& h, const Tensor& extra,
-                          bool accumulate, Tensor& out) const;
+  void moe_experts_device(int layer, const Layer& L, const Tensor& h, const Tensor& scores,
+                          const Tensor& extra, bool accumulate, Tensor& out) const;
   // The most tokens a decode step may have to be captured in a graph (0: none).
   int max_graph_tokens() const;
   // residual += post_norm(out) * residual_multiplier, where out = lin(x); scratch `product`.

@@ -332,6 +332,17 @@ void Linear::normed(const Tensor& x, const Tensor& norm_weight, float eps, Tenso
   if (bias.defined()) add_bias(out, bias);
 }
 
+void Linear::normed_keep(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
+                         Tensor& out) const {
+  if (parts.size() != 1) {
+    rms_norm(x, norm_weight, eps, normed);
+    (*this)(normed, out);
+    return;
+  }
+  rms_norm_matmul_keep(x, norm_weight, eps, parts[0], normed, out);
+  if (bias.defined()) add_bias(out, bias);
+}
+
 void Linear::normed_silu(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
                          Tensor& product, Tensor& out) const {
   if (parts.size() != 1 || bias.defined()) {

@@ -85,6 +85,9 @@ struct Linear {
   // out = this(rms_norm(x) * norm_weight); scratch normed of x's shape.
   void normed(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
               Tensor& out) const;
+  // As normed, and normed holds rms_norm(x) * norm_weight afterwards in every case.
+  void normed_keep(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
+                   Tensor& out) const;
   // out = silu_and_mul(this(rms_norm(x) * norm_weight)); scratch normed of x's shape and
   // product [M, out_features].
   void normed_silu(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,

@@ -166,6 +166,20 @@ void rms_norm_matmul(const Tensor& x, const Tensor& norm_weight, float eps, cons
   run_rms_norm_matmul(backend_for(out.device()), x, norm_weight, eps, w, normed, out);
 }
 
+void rms_norm_matmul_keep(const Tensor& x, const Tensor& norm_weight, float eps,
+                          const Tensor& w, Tensor& normed, Tensor& out) {
+  check_matmul(x, w, out);
+  check_rms_norm(x, norm_weight, normed);
+  MatmulFusion f;
+  f.norm_weight = &norm_weight;
+  f.eps = eps;
+  f.normed_out = &normed;
+  Backend& b = backend_for(out.device());
+  if (b.matmul_fused(x, w, out, f)) return;
+  b.rms_norm(x, norm_weight, eps, normed);
+  b.matmul(normed, w, out);
+}
+
 void rms_norm_matmul_silu(const Tensor& x, const Tensor& norm_weight, float eps,
                           const Tensor& w, Tensor& normed, Tensor& gate_up, Tensor& out) {
   check_matmul(x, w, gate_up);

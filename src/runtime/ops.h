@@ -76,6 +76,11 @@ void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out);
 // out = (rms_norm(x) * norm_weight) @ w^T; scratch normed [M, K].
 void rms_norm_matmul(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                      Tensor& normed, Tensor& out);
+// normed = rms_norm(x) * norm_weight and out = normed @ w^T: as rms_norm_matmul, but normed
+// always holds the normed rows afterwards (in one kernel where the backend has one; MoE's
+// router, whose normed input the experts read next).
+void rms_norm_matmul_keep(const Tensor& x, const Tensor& norm_weight, float eps,
+                          const Tensor& w, Tensor& normed, Tensor& out);
 // out[M, F] = silu_and_mul((rms_norm(x) * norm_weight) @ w^T), w = [gate; up] of [2F, K];
 // scratch normed [M, K] and gate_up [M, 2F].
 void rms_norm_matmul_silu(const Tensor& x, const Tensor& norm_weight, float eps,
@@ -108,6 +113,7 @@ struct RopeCacheFusion {
 struct MatmulFusion {
   const Tensor* norm_weight = nullptr;  // x is replaced by rms_norm(x) * norm_weight
   float eps = 0.0f;
+  Tensor* normed_out = nullptr;  // with norm_weight: also written with rms_norm(x) * norm_weight
   bool accumulate = false;    // out += product
   bool silu_and_mul = false;  // out = silu_and_mul(product), half the width of w
   const RopeCacheFusion* rope_cache = nullptr;  // out = qkv, rotated and cached

@@ -357,6 +357,17 @@ TEST_F(CudaOps, FusedMatmulsMatchCpu) {
         rms_norm_matmul(xg, gg, 1e-5f, wg, normed_g, out);
         EXPECT_LT(rel_err(host(out), ref), gemv ? 1e-5 : tol)
             << "norm " << dtype_name(dt) << " m=" << m << " k=" << k;
+        // The same, keeping the normed rows (the GEMV's first block writes them): they are
+        // rms_norm's up to the order of the sum of squares.
+        Tensor kept = Tensor::empty({m, k}, DType::F32);  // NaN where nothing wrote
+        std::fill_n(kept.data<float>(), m * k, std::nanf(""));
+        Tensor kept_g = kept.to(kGpu);
+        out = Tensor::empty({m, F}, DType::F32, kGpu);
+        rms_norm_matmul_keep(xg, gg, 1e-5f, wg, kept_g, out);
+        EXPECT_LT(rel_err(host(out), ref), gemv ? 1e-5 : tol)
+            << "norm, kept " << dtype_name(dt) << " m=" << m << " k=" << k;
+        EXPECT_LT(rel_err(host(kept_g), normed), 1e-6)
+            << "normed rows " << dtype_name(dt) << " m=" << m << " k=" << k;
         Tensor gu = Tensor::empty({m, 2 * F}, DType::F32);
         Tensor gu_g = Tensor::empty({m, 2 * F}, DType::F32, kGpu);
         rms_norm_matmul_silu(x, g, 1e-5f, widen(w2), normed, gu, ref);

@@ -49,6 +49,8 @@ struct GemvArgs {
   int64_t ldo;
   const float* norm_weight;  // kNorm
   float eps;
+  float* normed_out;  // kNorm: block 0 also writes x * scale * norm_weight here (or null)
+  int64_t ld_normed;
   int64_t units;  // output columns; for kSilu, (gate, up) column pairs (j, j + n / 2)
   int64_t stride;  // between a warp's units: warp group g takes units g, g + stride, ...
   int slices;      // kSplit: warps per unit (a power of 2), each over `slice_pieces` of K
@@ -192,6 +194,14 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
       }
     }
     __syncthreads();
+    if constexpr (kNormed) {
+      if (a.normed_out && blockIdx.x == 0) {  // rms_norm's product order
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          for (int i = threadIdx.x; i < int(a.k); i += kThreads)
+            a.normed_out[m * a.ld_normed + i] = a.x[m * a.ldx + i] * scale[m] * a.norm_weight[i];
+      }
+    }
   }
 
   float acc[M] = {}, first_of_pair[M] = {};  // kPairs: the gate, or x0
@@ -353,6 +363,7 @@ void launch_typed(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFus
   a.w = w.data<W>(), a.k = w.size(1), a.n = w.size(0);
   a.out = out.data<float>(), a.ldo = row_stride(out);
   if (f.norm_weight) a.norm_weight = f.norm_weight->data<float>(), a.eps = f.eps;
+  if (f.normed_out) a.normed_out = f.normed_out->data<float>(), a.ld_normed = row_stride(*f.normed_out);
   a.units = f.silu_and_mul || f.rope_cache ? w.size(0) / 2 : w.size(0);
   const int64_t m = x.size(0);
   const size_t smem = staged_bytes(x);
@@ -395,6 +406,8 @@ bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& f) {
   }
   if (f.norm_weight && (!f.norm_weight->is_contiguous() || !aligned16(*f.norm_weight)))
     return false;
+  if (f.normed_out && (!f.norm_weight || f.silu_and_mul || f.rope_cache || f.accumulate))
+    return false;  // written by the plain normed GEMV only
   return (!f.norm_weight && !f.silu_and_mul) || staged_bytes(x) <= kMaxStagedBytes;
 }
 

@@ -149,7 +149,7 @@ bool CudaBackend::run_matmul(const Tensor& x, const Tensor& w, Tensor& out,
   // cuBLASLt with 16-bit weights takes x as a 16-bit copy: the norm is applied while making it,
   // and the silu pairs are read from a 16-bit product. f32 weights take the plain ops, and so do
   // products the plain GEMV takes (x kept in f32) when the fused one does not apply.
-  if (w.dtype() == DType::F32 || gemv_applies(x, w, {})) return false;
+  if (w.dtype() == DType::F32 || gemv_applies(x, w, {}) || f.normed_out) return false;
   const Tensor xin = f.norm_weight ? to_weight_type(x, w.dtype(), f.norm_weight, f.eps) : x;
   if (f.silu_and_mul) {
     Tensor gate_up = Tensor::empty({x.size(0), w.size(0)}, w.dtype(), device());
