@@ -321,26 +321,34 @@ void Linear::operator()(const Tensor& x, Tensor& out) const {
 }
 
 // The fused ops take one weight; split weights and biases go through the plain ops.
-void Linear::normed(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
-                    Tensor& out) const {
-  if (parts.size() != 1) {
+namespace {
+
+using NormedMatmul = void (*)(const Tensor&, const Tensor&, float, const Tensor&, Tensor&,
+                              Tensor&);
+
+// lin(rms_norm(x) * norm_weight) through `op` (rms_norm_matmul or its _keep form) where lin is
+// one weight, else the plain ops.
+void project_normed(const Linear& lin, NormedMatmul op, const Tensor& x,
+                    const Tensor& norm_weight, float eps, Tensor& normed, Tensor& out) {
+  if (lin.parts.size() != 1) {
     rms_norm(x, norm_weight, eps, normed);
-    (*this)(normed, out);
+    lin(normed, out);
     return;
   }
-  rms_norm_matmul(x, norm_weight, eps, parts[0], normed, out);
-  if (bias.defined()) add_bias(out, bias);
+  op(x, norm_weight, eps, lin.parts[0], normed, out);
+  if (lin.bias.defined()) add_bias(out, lin.bias);
+}
+
+}  // namespace
+
+void Linear::normed(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
+                    Tensor& out) const {
+  project_normed(*this, rms_norm_matmul, x, norm_weight, eps, normed, out);
 }
 
 void Linear::normed_keep(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,
                          Tensor& out) const {
-  if (parts.size() != 1) {
-    rms_norm(x, norm_weight, eps, normed);
-    (*this)(normed, out);
-    return;
-  }
-  rms_norm_matmul_keep(x, norm_weight, eps, parts[0], normed, out);
-  if (bias.defined()) add_bias(out, bias);
+  project_normed(*this, rms_norm_matmul_keep, x, norm_weight, eps, normed, out);
 }
 
 void Linear::normed_silu(const Tensor& x, const Tensor& norm_weight, float eps, Tensor& normed,

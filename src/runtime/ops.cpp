@@ -124,13 +124,14 @@ void check_cache_write(const Tensor& k, const Tensor& v, const Tensor& k_cache,
   }
 }
 
-// The bodies of rms_norm_matmul and rope_and_cache for arguments already validated: the fused
-// kernel where the backend has one, else the plain ops.
+// The bodies of rms_norm_matmul (rms_norm_matmul_keep with `keep`) and rope_and_cache for
+// arguments already validated: the fused kernel where the backend has one, else the plain ops.
 void run_rms_norm_matmul(Backend& b, const Tensor& x, const Tensor& norm_weight, float eps,
-                         const Tensor& w, Tensor& normed, Tensor& out) {
+                         const Tensor& w, Tensor& normed, Tensor& out, bool keep = false) {
   MatmulFusion f;
   f.norm_weight = &norm_weight;
   f.eps = eps;
+  if (keep) f.normed_out = &normed;
   if (b.matmul_fused(x, w, out, f)) return;
   b.rms_norm(x, norm_weight, eps, normed);
   b.matmul(normed, w, out);
@@ -170,14 +171,7 @@ void rms_norm_matmul_keep(const Tensor& x, const Tensor& norm_weight, float eps,
                           const Tensor& w, Tensor& normed, Tensor& out) {
   check_matmul(x, w, out);
   check_rms_norm(x, norm_weight, normed);
-  MatmulFusion f;
-  f.norm_weight = &norm_weight;
-  f.eps = eps;
-  f.normed_out = &normed;
-  Backend& b = backend_for(out.device());
-  if (b.matmul_fused(x, w, out, f)) return;
-  b.rms_norm(x, norm_weight, eps, normed);
-  b.matmul(normed, w, out);
+  run_rms_norm_matmul(backend_for(out.device()), x, norm_weight, eps, w, normed, out, true);
 }
 
 void rms_norm_matmul_silu(const Tensor& x, const Tensor& norm_weight, float eps,
