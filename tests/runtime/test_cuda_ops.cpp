@@ -273,6 +273,19 @@ TEST_F(CudaOps, MoeRouteAlignMatchesSeparateOps) {
                              a1.data<int32_t>()))
           << "active " << what;
       expect_plan_is_the_sorted_slots(host(ids[1]), experts, plans[1], what);
+      if (!c.sigmoid) {  // softmax, no groups, no bias: the top_k largest scores, best first
+        const Tensor z = host(scores), chosen = host(ids[1]);
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<int> order(size_t(c.E));
+          std::iota(order.begin(), order.end(), 0);
+          const float* row = z.data<float>() + t * c.E;
+          std::stable_sort(order.begin(), order.end(),
+                           [&](int a, int b) { return row[a] > row[b]; });
+          for (int j = 0; j < c.top_k; ++j)
+            ASSERT_EQ(chosen.data<int32_t>()[t * width + j], order[size_t(j)])
+                << what << " token " << t << " rank " << j;
+        }
+      }
     }
 }
 
