@@ -363,7 +363,8 @@ void launch_typed(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFus
   a.w = w.data<W>(), a.k = w.size(1), a.n = w.size(0);
   a.out = out.data<float>(), a.ldo = row_stride(out);
   if (f.norm_weight) a.norm_weight = f.norm_weight->data<float>(), a.eps = f.eps;
-  if (f.normed_out) a.normed_out = f.normed_out->data<float>(), a.ld_normed = row_stride(*f.normed_out);
+  if (f.normed_out)
+    a.normed_out = f.normed_out->data<float>(), a.ld_normed = row_stride(*f.normed_out);
   a.units = f.silu_and_mul || f.rope_cache ? w.size(0) / 2 : w.size(0);
   const int64_t m = x.size(0);
   const size_t smem = staged_bytes(x);
