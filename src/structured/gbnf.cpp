@@ -9,11 +9,6 @@
 namespace vllm::structured {
 namespace {
 
-// Groups nest at most this deep: the parser recurses per group, and a request's grammar of
-// thousands of '(' would otherwise overflow the stack (found by fuzz_request_json). The
-// regex parser has the same bound.
-constexpr int kMaxGroupDepth = 32;
-
 class GbnfParser {
  public:
   GbnfParser(GrammarBuilder& g, std::string_view t) : g_(g), t_(t) {}

@@ -12,6 +12,11 @@
 
 namespace vllm::structured {
 
+// Groups nest at most this deep in the regex and GBNF front ends: their parsers recurse per
+// group, and a request's text of thousands of '(' would otherwise overflow the stack (found by
+// fuzz_request_json, in each parser).
+constexpr int kMaxGroupDepth = 32;
+
 // A set of bytes, 256 bits.
 struct ByteSet {
   std::array<uint64_t, 4> bits{};

@@ -126,8 +126,7 @@ void GrammarMatcher::end_temp() {
   if (next_gen_ == 1) grow();
 }
 
-// Follows pc until every path stands at a byte class (added to out) or has returned past the
-// bottom (out.accept). visited_ breaks cycles of empty matches.
+// Whether this advance sees key for the first time (and records it).
 bool GrammarMatcher::first_visit(uint64_t key) {
   constexpr size_t kListMost = 64;
   if (visited_.size() < kListMost) {
@@ -139,6 +138,8 @@ bool GrammarMatcher::first_visit(uint64_t key) {
   return visited_set_.insert(key).second;
 }
 
+// Follows pc until every path stands at a byte class (added to out) or has returned past the
+// bottom (out.accept). visited_ breaks cycles of empty matches.
 void GrammarMatcher::closure(int32_t pc, int32_t parent, State& out) {
   const Program& p = *prog_;
   for (;;) {

@@ -8,10 +8,6 @@
 namespace vllm::structured {
 namespace {
 
-// Groups nest at most this deep: the parser recurses per group, and a request's pattern of
-// thousands of '(' would otherwise overflow the stack (found by fuzz_request_json).
-constexpr int kMaxGroupDepth = 32;
-
 class RegexParser {
  public:
   RegexParser(GrammarBuilder& g, std::string_view p) : g_(g), p_(p) {}

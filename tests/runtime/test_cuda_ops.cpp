@@ -221,7 +221,8 @@ void expect_plan_is_the_sorted_slots(const Tensor& ids, int E, const MoePlan& pl
 }
 
 // Routing and grouping in one launch (decode steps of up to 32 tokens; one warp groups up to
-// 32 slots) give the bits of the two separate ops; above 32 tokens the op falls back to them. The plans match their definition.
+// 32 slots) give the bits of the two separate ops; above 32 tokens the op falls back to them.
+// The plans match their definition.
 // Shapes: DeepSeek-V2-Lite (64 experts + 2 shared, softmax, top 6), Qwen3-MoE (128, top 8,
 // normalized), DeepSeek-V3 (256 + 1 shared, sigmoid with bias, 8 groups keep 4, top-2 sums).
 TEST_F(CudaOps, MoeRouteAlignMatchesSeparateOps) {

@@ -114,10 +114,6 @@ TEST(Regex, GrammarPastTheParseLimitFailsToCompile) {
   }
 }
 
-// Group nesting is bounded (the parser recurses per group): found by fuzz_request_json, a 3 KB
-// pattern of nested groups overflowed the stack of an ASan build; in a server, a request of
-// enough '(' could take the process down. 32 levels parse, 33 are a clear error, and so are
-// 100,000.
 namespace {
 
 // `nested(d)`, groups nested d deep, fails to compile at d = 33 and 100,000 with the nesting
@@ -138,6 +134,10 @@ void expect_too_deep(OutputConstraint::Kind kind,
 
 }  // namespace
 
+// Group nesting is bounded (the parser recurses per group): found by fuzz_request_json, a 3 KB
+// pattern of nested groups overflowed the stack of an ASan build; in a server, a request of
+// enough '(' could take the process down. 32 levels parse, 33 are a clear error, and so are
+// 100,000.
 TEST(Regex, DeeplyNestedGroupsAreAnError) {
   const auto nested = [](int depth) {
     return std::string(size_t(depth), '(') + "a" + std::string(size_t(depth), ')');
