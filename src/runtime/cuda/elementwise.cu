@@ -180,39 +180,60 @@ struct HeadNormArgs {
   const float* q_weight = nullptr;  // nullptr: no norms
   const float* k_weight = nullptr;
   float eps = 0.0f;
-  int q_heads = 0, head_dim = 0;
+  int q_heads = 0;
 };
 
-// Token t's heads each RMS-normed in place, a warp per head. Each lane sums the squares of its
-// lanes in order and the warp reduces them as rms_norm_kernel does with its 32 threads (heads
-// of up to 128 lanes), so the result has rms_norm's bits there.
-__device__ void norm_heads(float* x, int64_t t, const RopeArgs& a, const HeadNormArgs& n) {
-  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  for (int h = threadIdx.x / 32; h < a.heads; h += warps) {
-    float* v = x + t * a.stride_t + h * a.stride_h;
-    const float* w = h < n.q_heads ? n.q_weight : n.k_weight;
-    float ss = 0.0f;
-    for (int i = lane; i < n.head_dim; i += 32) ss += v[i] * v[i];
-    const float scale = rsqrtf(warp_sum(ss) / float(n.head_dim) + n.eps);
-    for (int i = lane; i < n.head_dim; i += 32) v[i] = v[i] * scale * w[i];
-  }
-  __syncthreads();
-}
-
-// rope_kernel (after the heads' norms, where given), then the block writes its token's (rotated)
-// k and v into the caches: k is the last heads of x, so the block reads back what it has just
-// written.
+// One block per token, one warp per head at a time: the head's row read once into the warp's
+// shared row, RMS-normed there where norms are given (each lane sums the squares of its lanes
+// in order and the warp reduces them as rms_norm_kernel does with its 32 threads, so heads of
+// up to 128 lanes get rms_norm's bits), rotated there (rope_kernel's arithmetic), then written
+// back to x and, for the k heads (the last kv heads of x), to the cache. v goes to the cache
+// as it is. The angles depend only on the step's inputs, so they are computed before the wait.
 template <typename C>
 __global__ void rope_cache_kernel(float* x, const int32_t* __restrict__ positions,
-                                  const RopeArgs a, const float* k, int64_t ks,
-                                  const float* __restrict__ v, int64_t vs, const CacheRows<C> c,
+                                  const RopeArgs a, int head_dim, const float* __restrict__ v,
+                                  int64_t vs, const CacheRows<C> c,
                                   const int32_t* __restrict__ slots, const HeadNormArgs norms) {
-  pdl_begin();
+  __shared__ float cos_s[kMaxRotaryPairs], sin_s[kMaxRotaryPairs];
+  extern __shared__ float head_rows[];  // [warps][head_dim]
   const int64_t t = blockIdx.x;
-  if (norms.q_weight) norm_heads(x, t, a, norms);
-  rotate_token(x, t, positions[t], a);
-  __syncthreads();
-  cache_token(k, ks, v, vs, c, t, slots[t]);
+  rope_angles(positions[t], a, cos_s, sin_s);
+  const int64_t slot = slots[t];
+  pdl_begin();
+  if (slot >= 0)
+    for (int64_t i = threadIdx.x; i < c.v_width; i += blockDim.x)
+      c.v[slot * c.v_stride + i] = from_float<C>(v[t * vs + i]);
+  __syncthreads();  // the angles
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int kv_heads = int(c.k_width / head_dim), first_k = a.heads - kv_heads;
+  float* row = head_rows + warp * head_dim;
+  for (int h = warp; h < a.heads; h += warps) {
+    float* xh = x + t * a.stride_t + h * a.stride_h;
+    float ss = 0.0f;
+    for (int i = lane; i < head_dim; i += 32) {
+      const float y = xh[i];
+      row[i] = y;
+      ss += y * y;
+    }
+    if (norms.q_weight) {
+      const float* w = h < norms.q_heads ? norms.q_weight : norms.k_weight;
+      const float scale = rsqrtf(warp_sum(ss) / float(head_dim) + norms.eps);
+      for (int i = lane; i < head_dim; i += 32) row[i] = row[i] * scale * w[i];
+    }
+    __syncwarp();
+    for (int i = lane; i < a.half; i += 32) {
+      const int i0 = rope_lane0(a, i), i1 = rope_lane1(a, i);
+      rope_pair(row[i0], row[i1], cos_s[i], sin_s[i], row[i0], row[i1]);
+    }
+    __syncwarp();
+    const bool cached = h >= first_k && slot >= 0;
+    C* k_row = c.k + slot * c.k_stride + int64_t(h - first_k) * head_dim;
+    for (int i = lane; i < head_dim; i += 32) {
+      xh[i] = row[i];
+      if (cached) k_row[i] = from_float<C>(row[i]);
+    }
+    __syncwarp();  // the row is refilled for the warp's next head
+  }
 }
 
 // MLA's per-token work between the projection and attention (mla_rope_and_cache), one block per
@@ -460,28 +481,32 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeParams& par
 }
 
 bool CudaBackend::rope_and_cache(Tensor& qk, const Tensor& positions, const RopeParams& params,
-                                 const Tensor& k, const Tensor& v, Tensor& k_cache,
+                                 const Tensor& /*k*/, const Tensor& v, Tensor& k_cache,
                                  Tensor& v_cache, const Tensor& slot_mapping,
                                  const HeadNorms* norms) {
-  // Lane views of a wider cache row (MLA) take the plain ops.
+  // Lane views of a wider cache row (MLA) take the plain ops. k is the last heads of qk
+  // (checked by the front-ends), so the kernel writes it to the cache from its own rows.
   if (!fusion_enabled() || !k_cache.is_contiguous() || !v_cache.is_contiguous()) return false;
   const int64_t t = qk.size(0);
   if (t == 0) return true;
   const RopeArgs a = rope_args(qk, params);
+  const int head_dim = static_cast<int>(qk.size(2));
   HeadNormArgs n;
   if (norms) {
     n.q_weight = norms->q_weight->data<float>();
     n.k_weight = norms->k_weight->data<float>();
     n.eps = norms->eps;
     n.q_heads = norms->q_heads;
-    n.head_dim = static_cast<int>(qk.size(2));
   }
+  // A warp a head, up to 32, each with a shared row of the head (within the default 48 KiB).
+  VLLM_CHECK(head_dim <= 12 * 1024, "rope_and_cache on CUDA: heads of ", head_dim, " lanes");
+  const int warps = std::min({a.heads, 32, int(48 * 1024 / (head_dim * sizeof(float)))});
   dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
-    launch(rope_cache_kernel<C>, rows_grid(t), row_threads(a.heads * a.half), 0, stream_,
-        qk.data<float>(), positions.data<int32_t>(), a, k.data<float>(), row_stride(k),
-        v.data<float>(), row_stride(v), cache_rows<C>(k_cache, v_cache),
-        slot_mapping.data<int32_t>(), n);
+    launch(rope_cache_kernel<C>, rows_grid(t), dim3(unsigned(32 * warps)),
+        size_t(warps) * head_dim * sizeof(float), stream_, qk.data<float>(),
+        positions.data<int32_t>(), a, head_dim, v.data<float>(), row_stride(v),
+        cache_rows<C>(k_cache, v_cache), slot_mapping.data<int32_t>(), n);
   });
   return true;
 }
