@@ -18,6 +18,7 @@ namespace {
 
 constexpr int kMaxGroups = 32;   // router groups, one per lane
 constexpr int kMaxTopK = 32;
+constexpr int kMaxRoutedExperts = 512;  // top_k's widest case
 constexpr int kAlignThreads = 1024;
 
 struct RouteArgs {
@@ -32,31 +33,134 @@ struct RouteArgs {
   float* margins;  // or null
 };
 
-// The k best of key[0 .. n) (k < n or k == n), by one warp: order[r] (shared) = the entry of
-// rank r for r < k, ranks by value, ties to the lower index, as k rounds of "the best not yet
-// taken" would give; NaN ranks below every number. Each lane ranks its entries by counting
-// the entries before them, so the rounds' chain of reductions becomes independent loads.
-// kth[0] = the value of rank k - 1, kth[1] = that of rank k (-inf when k == n), in every lane.
-__device__ __forceinline__ void warp_top_k(const float* key, int n, int k, int* order,
-                                           float kth[2]) {
-  const auto ordered = [](float x) { return x != x ? -INFINITY : x; };
-  float last = -INFINITY, next = -INFINITY;
-  bool has_last = false, has_next = false;
-  for (int e = threadIdx.x % 32; e < n; e += 32) {
-    const float x = ordered(key[e]);
-    int rank = 0;
-    for (int j = 0; j < n; ++j) {
-      const float y = ordered(key[j]);
-      rank += y > x || (y == x && j < e);
-    }
-    if (rank < k) order[rank] = e;
-    if (rank == k - 1) last = key[e], has_last = true;
-    if (rank == k) next = key[e], has_next = true;
+// Selection order for the top-k: by value, NaN as -inf, -0 as +0 (they compare equal), as an
+// unsigned key that grows with the value.
+__device__ __forceinline__ uint32_t topk_key(float x) {
+  x = x != x ? -INFINITY : (x == 0.0f ? 0.0f : x);
+  const uint32_t u = __float_as_uint(x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// The best of the entries of lane (key, index) pairs not taken: the largest key, ties to the
+// lower index; every lane gets it. An index of INT_MAX: none.
+__device__ __forceinline__ void warp_best(uint32_t& key, int& index) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint32_t k2 = __shfl_xor_sync(0xffffffffu, key, o);
+    const int i2 = __shfl_xor_sync(0xffffffffu, index, o);
+    if (k2 > key || (k2 == key && i2 < index)) key = k2, index = i2;
   }
-  const unsigned l = __ballot_sync(0xffffffffu, has_last), m = __ballot_sync(0xffffffffu, has_next);
-  kth[0] = __shfl_sync(0xffffffffu, last, l ? __ffs(l) - 1 : 0);
-  kth[1] = m ? __shfl_sync(0xffffffffu, next, __ffs(m) - 1) : -INFINITY;
+}
+
+// The k best of key[0 .. n) (0 < k <= min(n, 32), n <= 32 * PER), by one warp, each lane
+// holding entries lane, lane + 32, ...: order[r] (shared) = the entry of rank r for r < k,
+// ranks by value, ties to the lower index, as k rounds of "the best not yet taken" would give;
+// NaN ranks below every number. With next: kth[0] = the value of rank k - 1, kth[1] = that of
+// rank k (-inf when k == n), in every lane. `scratch`: 2 x 32 words of shared memory.
+//
+// Up to 64 entries each lane counts the entries ranked above its own (independent compares).
+// Beyond, whose count grows as n^2, the k-th largest key is found bit by bit from the top (a
+// ballot per bit and register), stopping once exactly k keys lie at or above the prefix; the
+// chosen k are then gathered and ranked among themselves.
+template <int PER>
+__device__ void warp_top_k(const float* key, int n, int k, bool next, int* order, float kth[2],
+                           uint32_t* scratch) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x % 32;
+  uint32_t u[PER];
+  bool valid[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    valid[i] = lane + 32 * i < n;
+    u[i] = valid[i] ? topk_key(key[lane + 32 * i]) : 0u;
+  }
+  bool chosen[PER];
+  if constexpr (PER <= 2) {
+    int rank[PER] = {};
+    for (int j = 0; j < n; ++j) {
+      const uint32_t y = topk_key(key[j]);
+#pragma unroll
+      for (int i = 0; i < PER; ++i)  // bitwise: a short-circuit is a branch per key
+        rank[i] += int(y > u[i]) | (int(y == u[i]) & int(j < lane + 32 * i));
+    }
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      chosen[i] = valid[i] && rank[i] < k;
+      if (chosen[i]) order[rank[i]] = lane + 32 * i;
+    }
+  } else {
+    uint32_t t = 0;  // the largest prefix with at least k keys at or above it
+    bool exact = false;
+    for (int b = 31; b >= 0 && !exact; --b) {
+      const uint32_t c = t | (1u << b);
+      int count = 0;
+#pragma unroll
+      for (int i = 0; i < PER; ++i) count += __popc(__ballot_sync(kAll, valid[i] && u[i] >= c));
+      if (count >= k) t = c, exact = count == k;
+    }
+    // Not exact: t is the k-th largest key; its equals are taken lowest index first.
+    int need = k, equal_before = 0;
+    if (!exact) {
+#pragma unroll
+      for (int i = 0; i < PER; ++i) need -= __popc(__ballot_sync(kAll, valid[i] && u[i] > t));
+    }
+    uint32_t* chosen_key = scratch;
+    int* chosen_id = reinterpret_cast<int*>(scratch + 32);
+    int gathered = 0;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const unsigned below = (1u << lane) - 1;
+      const bool eq = !exact && valid[i] && u[i] == t;
+      const unsigned equals = __ballot_sync(kAll, eq);
+      const bool early_equal = eq && equal_before + __popc(equals & below) < need;
+      chosen[i] = valid[i] && (exact ? u[i] >= t : u[i] > t || early_equal);
+      equal_before += __popc(equals);
+      const unsigned m = __ballot_sync(kAll, chosen[i]);
+      if (chosen[i]) {
+        const int at = gathered + __popc(m & below);
+        chosen_key[at] = u[i];
+        chosen_id[at] = lane + 32 * i;
+      }
+      gathered += __popc(m);
+    }
+    __syncwarp();
+    if (lane < k) {
+      const uint32_t x = chosen_key[lane];
+      const int e = chosen_id[lane];
+      int rank = 0;
+      for (int j = 0; j < k; ++j)
+        rank += int(chosen_key[j] > x) | (int(chosen_key[j] == x) & int(chosen_id[j] < e));
+      order[rank] = e;
+    }
+  }
   __syncwarp();  // order[] is read next
+  if (!next) return;
+  kth[0] = key[order[k - 1]];
+  uint32_t best = 0;
+  int best_index = INT_MAX;
+#pragma unroll
+  for (int i = 0; i < PER; ++i)
+    if (valid[i] && !chosen[i] && (best_index == INT_MAX || u[i] > best))
+      best = u[i], best_index = lane + 32 * i;
+  warp_best(best, best_index);
+  kth[1] = best_index == INT_MAX ? -INFINITY : key[best_index];
+}
+
+// The entries per lane that warp_top_k takes for n of them (n <= kMaxRoutedExperts). The
+// routing kernels are instantiated for each, so that a launch runs one compact path.
+constexpr int top_k_per_lane(int n) {
+  return n <= 32 ? 1 : n <= 64 ? 2 : n <= 128 ? 4 : n <= 256 ? 8 : 16;
+}
+
+// Calls fn(std::integral_constant<int, top_k_per_lane(n)>).
+template <typename Fn>
+void dispatch_per_lane(int n, Fn&& fn) {
+  switch (top_k_per_lane(n)) {
+    case 1: fn(std::integral_constant<int, 1>{}); break;
+    case 2: fn(std::integral_constant<int, 2>{}); break;
+    case 4: fn(std::integral_constant<int, 4>{}); break;
+    case 8: fn(std::integral_constant<int, 8>{}); break;
+    default: fn(std::integral_constant<int, 16>{}); break;
+  }
 }
 
 // A routing warp's shared scratch: scores and choice keys per expert, the group scores and
@@ -66,11 +170,12 @@ struct RouteScratch {
   float* choice;  // [E] scores + bias, -inf outside the kept groups
   float* group;   // [kMaxGroups]
   int* order;     // [kMaxTopK]
+  uint32_t* selection;  // [2 * 32]: warp_top_k's
   bool* group_taken;  // [kMaxGroups]
 };
 
 __host__ __device__ constexpr size_t route_scratch_bytes(int experts) {
-  return (size_t(2 * experts + kMaxGroups + kMaxTopK) * 4 + kMaxGroups + 15) / 16 * 16;
+  return (size_t(2 * experts + kMaxGroups + kMaxTopK + 64) * 4 + kMaxGroups + 15) / 16 * 16;
 }
 
 __device__ __forceinline__ RouteScratch route_scratch(char* base, int experts) {
@@ -79,11 +184,14 @@ __device__ __forceinline__ RouteScratch route_scratch(char* base, int experts) {
   s.choice = s.p + experts;
   s.group = s.choice + experts;
   s.order = reinterpret_cast<int*>(s.group + kMaxGroups);
-  s.group_taken = reinterpret_cast<bool*>(s.order + kMaxTopK);
+  s.selection = reinterpret_cast<uint32_t*>(s.order + kMaxTopK);
+  s.group_taken = reinterpret_cast<bool*>(s.selection + 64);
   return s;
 }
 
-// Token t's routing by one warp, the host routing's arithmetic (model/decoder.cpp route()).
+// Token t's routing by one warp, the host routing's arithmetic (model/decoder.cpp route()),
+// for a.experts <= 32 * PER.
+template <int PER>
 __device__ void route_token(const RouteArgs& a, int64_t t, const RouteScratch& s) {
   float* p = s.p;
   float* choice = s.choice;
@@ -105,6 +213,7 @@ __device__ void route_token(const RouteArgs& a, int64_t t, const RouteScratch& s
   }
   for (int e = lane; e < E; e += 32) choice[e] = a.bias ? p[e] + a.bias[e] : p[e];
   __syncwarp();
+  const bool margins = a.margins != nullptr;
   float margin = INFINITY;
   float kth[2];
   if (a.groups > 1) {
@@ -120,18 +229,19 @@ __device__ void route_token(const RouteArgs& a, int64_t t, const RouteScratch& s
       group_taken[lane] = false;
     }
     __syncwarp();
-    warp_top_k(group, a.groups, a.topk_groups, order, kth);
+    warp_top_k<1>(group, a.groups, a.topk_groups, margins, order, kth, s.selection);
     if (lane < a.topk_groups) group_taken[order[lane]] = true;
     __syncwarp();
-    if (a.topk_groups < a.groups) margin = fminf(margin, (kth[0] - kth[1]) / fabsf(kth[0]));
+    if (margins && a.topk_groups < a.groups)
+      margin = fminf(margin, (kth[0] - kth[1]) / fabsf(kth[0]));
     for (int e = lane; e < E; e += 32)
       if (!group_taken[e / per_group]) choice[e] = -INFINITY;
     __syncwarp();  // order[] is rewritten next
   }
-  warp_top_k(choice, E, a.top_k, order, kth);
+  warp_top_k<PER>(choice, E, a.top_k, margins, order, kth, s.selection);
   float sum = 0.0f;
   for (int r = 0; r < a.top_k; ++r) sum += p[order[r]];  // the rounds' order
-  if (a.top_k < E) margin = fminf(margin, (kth[0] - kth[1]) / fabsf(kth[0]));
+  if (margins && a.top_k < E) margin = fminf(margin, (kth[0] - kth[1]) / fabsf(kth[0]));
   const float norm = a.normalize ? 1.0f / sum : 1.0f;
   const int width = a.top_k + a.shared;
   for (int r = lane; r < a.top_k; r += 32) {
@@ -142,14 +252,15 @@ __device__ void route_token(const RouteArgs& a, int64_t t, const RouteScratch& s
     a.ids[t * width + a.top_k + r] = E + r;
     a.weights[t * width + a.top_k + r] = 1.0f;
   }
-  if (a.margins && lane == 0) a.margins[t] = margin;
+  if (margins && lane == 0) a.margins[t] = margin;
 }
 
 // One warp per token.
+template <int PER>
 __global__ void moe_route_kernel(const RouteArgs a) {
   pdl_begin();
   extern __shared__ __align__(16) char route_smem[];
-  route_token(a, blockIdx.x, route_scratch(route_smem, a.experts));
+  route_token<PER>(a, blockIdx.x, route_scratch(route_smem, a.experts));
 }
 
 struct AlignArgs {
@@ -297,13 +408,14 @@ __global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(const AlignArg
 // routes token t, then the block groups the slots it wrote (visible to the block after the
 // barrier): warp 0 alone when there are at most 32 slots (the block is then one warp a token),
 // else all kAlignThreads, whose scratch reuses the routing's.
+template <int PER>
 __global__ void __launch_bounds__(kAlignThreads)
 moe_route_align_kernel(const RouteArgs r, const AlignArgs a, int64_t tokens) {
   extern __shared__ __align__(16) char fused_smem[];
   pdl_begin();
   const int warp = threadIdx.x / 32;
   if (warp < tokens)
-    route_token(r, warp, route_scratch(fused_smem + warp * route_scratch_bytes(r.experts),
+    route_token<PER>(r, warp, route_scratch(fused_smem + warp * route_scratch_bytes(r.experts),
                                        r.experts));
   __syncthreads();
   if (a.slots <= 32) {
@@ -579,9 +691,10 @@ namespace {
 
 RouteArgs route_args(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
                      Tensor& weights, Tensor& margins) {
-  VLLM_CHECK(r.num_groups <= kMaxGroups && r.top_k + r.shared <= kMaxTopK,
-             "moe_route on CUDA: at most ", kMaxGroups, " groups and ", kMaxTopK,
-             " experts a token (shared ones included)");
+  VLLM_CHECK(r.num_groups <= kMaxGroups && r.top_k + r.shared <= kMaxTopK &&
+                 scores.size(1) <= kMaxRoutedExperts,
+             "moe_route on CUDA: at most ", kMaxGroups, " groups, ", kMaxRoutedExperts,
+             " routed experts and ", kMaxTopK, " experts a token (shared ones included)");
   return RouteArgs{scores.data<float>(), bias.defined() ? bias.data<float>() : nullptr,
                    int(scores.size(1)), r.top_k, r.num_groups, r.topk_groups, r.shared,
                    r.sigmoid, r.group_top2, r.normalize, r.scaling, ids.data<int32_t>(),
@@ -614,8 +727,11 @@ void CudaBackend::moe_route(const Tensor& scores, const Tensor& bias, const MoeR
   if (T == 0) return;
   const size_t smem = route_scratch_bytes(a.experts);
   VLLM_CHECK(smem <= 200 * 1024, "moe_route on CUDA: ", a.experts, " experts is too many");
-  allow_smem(moe_route_kernel, smem);
-  launch(moe_route_kernel, dim3(unsigned(T)), dim3(32), smem, stream_, a);
+  dispatch_per_lane(a.experts, [&](auto per) {
+    const auto kernel = moe_route_kernel<decltype(per)::value>;
+    allow_smem(kernel, smem);
+    launch(kernel, dim3(unsigned(T)), dim3(32), smem, stream_, a);
+  });
 }
 
 void CudaBackend::moe_align(const Tensor& ids, int num_experts, MoePlan& plan) {
@@ -639,9 +755,12 @@ void CudaBackend::moe_route_align(const Tensor& scores, const Tensor& bias, cons
   const AlignArgs aa = align_args(ids, num_experts, plan);
   const bool one_warp_aligns = aa.slots <= 32;  // a warp a token, the kernel's small path
   const size_t bytes = one_warp_aligns ? size_t(T) * route : smem;
-  allow_smem(moe_route_align_kernel, bytes);
-  launch(moe_route_align_kernel, dim3(1), dim3(one_warp_aligns ? unsigned(32 * T) : kAlignThreads),
-         bytes, stream_, ra, aa, T);
+  dispatch_per_lane(ra.experts, [&](auto per) {
+    const auto kernel = moe_route_align_kernel<decltype(per)::value>;
+    allow_smem(kernel, bytes);
+    launch(kernel, dim3(1), dim3(one_warp_aligns ? unsigned(32 * T) : kAlignThreads), bytes,
+           stream_, ra, aa, T);
+  });
 }
 
 void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w,
