@@ -290,6 +290,46 @@ TEST_F(CudaOps, MoeRouteAlignMatchesSeparateOps) {
     }
 }
 
+// The routing's top-k against its definition where scores tie and are NaN: the top_k largest
+// (sigmoid keeps the order of the scores, integers -2..2 tie often), ties to the lower index,
+// NaN below every number. Expert counts that take each width of the kernel's top-k (up to 64:
+// rank counts; beyond: the search for the k-th key), all-equal scores, every k.
+TEST_F(CudaOps, MoeRouteTopKTiesAndNaN) {
+  std::uniform_int_distribution<int> value(-2, 2), percent(0, 99);
+  for (int E : {20, 40, 64, 100, 128, 200, 256, 300, 512}) {
+    for (int k : {1, 7, 8, 32}) {
+      if (k > E) continue;
+      const int64_t T = 4;
+      Tensor z = Tensor::empty({T, E}, DType::F32);
+      for (int64_t t = 0; t < T; ++t)
+        for (int e = 0; e < E; ++e) {
+          float v = t == 0 ? 1.0f : float(value(rng));  // token 0: all equal
+          if (t == 3 && percent(rng) < 10) v = NAN;
+          z.data<float>()[t * E + e] = v;
+        }
+      MoeRouting r;
+      r.top_k = k;
+      r.sigmoid = true;
+      Tensor ids = Tensor::empty({T, k}, DType::I32, kGpu);
+      Tensor weights = Tensor::empty({T, k}, DType::F32, kGpu);
+      Tensor margins;
+      moe_route(z.to(kGpu), Tensor(), r, ids, weights, margins);
+      const Tensor got = host(ids);
+      for (int64_t t = 0; t < T; ++t) {
+        const float* row = z.data<float>() + t * E;
+        const auto key = [&](int e) { return std::isnan(row[e]) ? -INFINITY : row[e]; };
+        std::vector<int> order(static_cast<size_t>(E));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int a, int b) { return key(a) > key(b); });
+        for (int j = 0; j < k; ++j)
+          ASSERT_EQ(got.data<int32_t>()[t * k + j], order[size_t(j)])
+              << "E=" << E << " k=" << k << " token " << t << " rank " << j;
+      }
+    }
+  }
+}
+
 // The grouping over more experts than one block has threads (the prefix sums then run in
 // chunks of experts) and more slots than one chunk: its definition.
 TEST_F(CudaOps, MoeAlignManyExperts) {
