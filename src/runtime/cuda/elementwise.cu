@@ -498,9 +498,12 @@ bool CudaBackend::rope_and_cache(Tensor& qk, const Tensor& positions, const Rope
     n.eps = norms->eps;
     n.q_heads = norms->q_heads;
   }
-  // A warp a head, up to 32, each with a shared row of the head (within the default 48 KiB).
-  VLLM_CHECK(head_dim <= 12 * 1024, "rope_and_cache on CUDA: heads of ", head_dim, " lanes");
-  const int warps = std::min({a.heads, 32, int(48 * 1024 / (head_dim * sizeof(float)))});
+  // A warp a head, up to 32, each with a shared row of the head: the rows and the kernel's
+  // angle tables within the default 48 KiB of shared memory.
+  constexpr size_t kRowBytes = 48 * 1024 - 2 * kMaxRotaryPairs * sizeof(float);
+  VLLM_CHECK(head_dim * sizeof(float) <= kRowBytes, "rope_and_cache on CUDA: heads of ",
+             head_dim, " lanes");
+  const int warps = std::min({a.heads, 32, int(kRowBytes / (head_dim * sizeof(float)))});
   dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
     launch(rope_cache_kernel<C>, rows_grid(t), dim3(unsigned(32 * warps)),
