@@ -17,7 +17,8 @@ failed() {
   exit "$rc"
 }
 trap failed ERR
-stage() { STAGE=$1; printf '\n==> test: %s\n' "$1"; }
+# Each stage's start shows the seconds since the script began (set-up included), for CI's time.
+stage() { STAGE=$1; printf '\n==> test: %s (at %s s)\n' "$1" "$SECONDS"; }
 
 stage "C++ tests (ctest --test-dir $BUILD_DIR)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)"
@@ -69,4 +70,4 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
   stage "fuzz targets (scripts/fuzz.sh all ${FUZZ_SECONDS:-15})"
   scripts/fuzz.sh all "${FUZZ_SECONDS:-15}"
 fi
-printf '\n==> test: all stages passed\n'
+printf '\n==> test: all stages passed (%s s)\n' "$SECONDS"
