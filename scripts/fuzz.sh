@@ -8,7 +8,8 @@
 # are read, never written); a crash, leak or timeout leaves its input in
 # build-fuzz/artifacts/TARGET/ and exits non-zero. Reproduce one with
 #   build-fuzz/TARGET FILE
-# FUZZ_BUILD_DIR (build-fuzz), FUZZ_JOBS (build jobs: nproc) and FUZZ_BUILD_ONLY=1 adjust it.
+# FUZZ_BUILD_DIR (build-fuzz), FUZZ_JOBS (build jobs: nproc) and FUZZ_BUILD_ONLY=1 adjust it;
+# FUZZ_EXTRA_TARGETS (a list) builds more targets of the same tree (scripts/test.sh: the tests).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 TARGETS=(fuzz_request_json fuzz_http fuzz_jinja fuzz_tokenizer fuzz_detokenizer fuzz_gguf
@@ -39,10 +40,13 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 mkdir -p "$BUILD"
 exec 9>"$BUILD/.fuzz-build.lock"
 flock 9
+# The GoogleTest suites are configured too (not built unless asked): scripts/test.sh runs them
+# from this build under ASan + UBSan, sharing its libraries with the fuzz targets.
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DVLLM_FUZZ=ON -DVLLM_CUDA=OFF \
-  -DVLLM_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DVLLM_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" "${launcher[@]}" >/dev/null
-nice cmake --build "$BUILD" -j "${FUZZ_JOBS:-$(nproc)}" --target "${selected[@]}"
+nice cmake --build "$BUILD" -j "${FUZZ_JOBS:-$(nproc)}" --target "${selected[@]}" \
+  ${FUZZ_EXTRA_TARGETS:+$FUZZ_EXTRA_TARGETS}
 flock -u 9
 [ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 

@@ -27,22 +27,25 @@ stage "black-box tests (pytest tests/python)"
 VLLM_CPP_BIN="$PWD/$BUILD_DIR/vllm-cpp" .venv/bin/python -m pytest -q tests/python
 
 # The same C++ suites (minus the slow real-model ones: SmolLM2, Gemma-3, the MoE GGUFs,
-# the 128 MiniLM embeddings) under AddressSanitizer + UBSan.
+# the 128 MiniLM embeddings) under AddressSanitizer + UBSan. They are built in the fuzz stage's
+# tree (build-fuzz/: clang -O1, ASan + UBSan + libFuzzer's coverage), whose libraries the fuzz
+# targets below share: one sanitizer build of the libraries, not two.
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
-  stage "sanitizer build (build-asan/, CPU code only)"
+  stage "sanitizer build (build-fuzz/, clang, CPU code only: the tests and the fuzz targets)"
   # nvcc takes no -fsanitize, and no GPU is there to run CUDA code anyway.
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DVLLM_SANITIZE=ON -DVLLM_CUDA=OFF >/dev/null
-  cmake --build build-asan -j "$(nproc)" --target test_runtime test_loader test_core test_model test_engine \
-    test_structured
+  FUZZ_BUILD_ONLY=1 FUZZ_EXTRA_TARGETS="test_runtime test_loader test_core test_model test_engine
+    test_structured" scripts/fuzz.sh all 0
   stage "C++ tests under ASan + UBSan"
-  for t in test_runtime test_loader test_core; do build-asan/$t --gtest_brief=1; done
-  build-asan/test_model --gtest_brief=1 --gtest_filter=\
+  export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  for t in test_runtime test_loader test_core; do build-fuzz/$t --gtest_brief=1; done
+  build-fuzz/test_model --gtest_brief=1 --gtest_filter=\
 '-SmolLM2*:Gemma3*:BatchInvariance*:*MoeGguf*:MiniLm.MatchesSentenceTransformers'
-  build-asan/test_engine --gtest_brief=1 \
+  build-fuzz/test_engine --gtest_brief=1 \
     --gtest_filter='TinyEngine*:AsyncEngine*:SlidingWindowEngine*:PoolingEngine.ModelErrors*'
   # The grammar engine, and its masks on SmolLM2's vocabulary against the recorded walks (the
-  # chained walks take minutes at -O0).
-  build-asan/test_structured --gtest_brief=1 --gtest_filter='-MaskOracle.LlguidanceChained*'
+  # chained walks take minutes in a sanitized build).
+  build-fuzz/test_structured --gtest_brief=1 --gtest_filter='-MaskOracle.LlguidanceChained*'
+  unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 
 # The threads under ThreadSanitizer (build-tsan/): the engine tests that run threads (the

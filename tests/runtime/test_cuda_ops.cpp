@@ -636,7 +636,8 @@ TEST_F(CudaOps, RopeAndCacheMatchesCpu) {
   rope_and_cache(qk, pos, p, k, v, kc, vc, slots);
   const std::pair<DType, double> cases[] = {
       {DType::F32, 1e-6}, {DType::F16, 1e-6 + 0x1p-11}, {DType::BF16, 1e-6 + 0x1p-8}};
-  for (auto [dt, tol] : cases) {
+  for (const auto& [case_dt, tol] : cases) {
+    const DType dt = case_dt;  // a lambda below captures it (clang 14: not a binding)
     Tensor g = host(qkv_in).to(kGpu);
     auto [qk_g, k_g, v_g] = views(g);
     Tensor kc_g = Tensor::empty({blocks, bs, Hkv, D}, dt, kGpu);
@@ -1102,7 +1103,8 @@ void check_16bit_attention(const std::vector<int>& ctx, const std::vector<int>& 
     const double l2_bar = dt == DType::BF16 ? 1e-2 : 2e-3;
     const double max_bar = dt == DType::BF16 ? 3e-2 : 6e-3;
     double worst_l2 = 0, worst_max = 0;
-    for (auto [Hq, Hkv] : {std::pair<int64_t, int64_t>{8, 2}, {4, 4}, {12, 1}}) {
+    for (auto [Hq, heads_kv] : {std::pair<int64_t, int64_t>{8, 2}, {4, 4}, {12, 1}}) {
+      const int64_t Hkv = heads_kv;  // a lambda below captures it (clang 14: not a binding)
       for (int64_t D : {64, 128, 96}) {
         const AttentionMeta meta = paged_meta(ctx, qlen, bs, num_blocks);
         Tensor kc_g = Tensor::empty({num_blocks, bs, Hkv, D}, dt, kGpu);
