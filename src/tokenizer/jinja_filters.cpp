@@ -1,7 +1,9 @@
 // Jinja filters with jinja2's builtin semantics, plus HF's tojson override
 // (json.dumps with ensure_ascii=False, optional indent/separators/sort_keys).
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <unordered_map>
@@ -230,18 +232,39 @@ std::optional<double> parse_float(const std::string& s) {
   return d;
 }
 
+// int(d) for a finite double, truncated toward zero. Python's ints are unbounded, ours are
+// int64: a value beyond it is an OverflowError, as the arithmetic's (found by fuzz_jinja:
+// `5e118|int` was an out-of-range conversion).
+Value truncated_int(double d) {
+  if (!(d >= -0x1p63 && d < 0x1p63))
+    raise("OverflowError", "integer result too large for this interpreter");
+  return Value(static_cast<int64_t>(d));
+}
+
+// jinja2's do_int: int(value) (a string: int(value, base)); on a TypeError or ValueError,
+// int(float(value)), whose TypeError, ValueError or OverflowError give the default. So NaN is the
+// default, a float infinity an OverflowError, and the string "inf" the default.
 Value f_int(Evaluator&, const Value& v, CallArgs& a) {
   auto p = bind("int", a, {{"default", Value(0)}, {"base", Value(10)}});
   if (v.is_undefined()) v.fail_undefined();  // Undefined.__int__ raises
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
-  if (v.is_float()) return std::isfinite(v.as_double()) ? Value(static_cast<int64_t>(v.as_double())) : p[0];
+  if (v.is_float()) {
+    const double d = v.as_double();
+    if (std::isnan(d)) return p[0];
+    if (std::isinf(d)) raise("OverflowError", "cannot convert float infinity to integer");
+    return truncated_int(d);
+  }
   if (v.is_string()) {
     std::string t = text::strip(v.str(), std::nullopt, true, true);
     t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
     char* end = nullptr;
+    errno = 0;
     const long long i = std::strtoll(t.c_str(), &end, static_cast<int>(p[1].as_int()));
-    if (!t.empty() && end == t.c_str() + t.size()) return Value(static_cast<int64_t>(i));
-    if (auto d = parse_float(v.str()); d && std::isfinite(*d)) return Value(static_cast<int64_t>(*d));
+    if (!t.empty() && end == t.c_str() + t.size()) {
+      if (errno == ERANGE) raise("OverflowError", "integer result too large for this interpreter");
+      return Value(static_cast<int64_t>(i));
+    }
+    if (auto d = parse_float(v.str()); d && std::isfinite(*d)) return truncated_int(*d);
   }
   return p[0];
 }
@@ -259,7 +282,11 @@ Value f_float(Evaluator&, const Value& v, CallArgs& a) {
 Value f_abs(Evaluator&, const Value& v, CallArgs& a) {
   bind("abs", a, {});
   if (v.is_float()) return Value(std::fabs(v.as_double()));
-  if (v.is_number()) return Value(static_cast<int64_t>(std::llabs(v.as_int())));
+  if (v.is_number()) {
+    const int64_t x = v.as_int();
+    if (x == INT64_MIN) raise("OverflowError", "integer result too large for this interpreter");
+    return Value(x < 0 ? -x : x);
+  }
   raise("TypeError", "bad operand type for abs(): '" + v.type_name() + "'");
 }
 

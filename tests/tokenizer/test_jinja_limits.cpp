@@ -109,6 +109,23 @@ TEST(JinjaLimits, IntegerPowerPastInt64IsAnOverflowError) {
   }
 }
 
+// Conversions and operations whose result passes int64 (Python's ints are unbounded, ours are
+// not): OverflowErrors, not undefined behaviour (fuzz_jinja found `5e118|int`: an out-of-range
+// float conversion, UBSan; `INT64_MIN // -1` traps on x86). A float infinity's int is an
+// OverflowError in jinja2 too ("cannot convert float infinity to integer", with inf from the
+// context; jinja2 folds the constant `'inf'|float` into code that fails with a NameError).
+TEST(JinjaLimits, IntegersPastInt64AreOverflowErrors) {
+  for (const char* t : {"{{ 5e118|int }}", "{{ '5e118'|int }}", "{{ 9.3e18|int }}",
+                        "{{ -9.3e18|int }}", "{{ '99999999999999999999'|int }}",
+                        "{{ '-99999999999999999999'|int }}", "{{ 'inf'|float|int }}",
+                        "{{ (-9223372036854775807 - 1) // -1 }}",
+                        "{{ -(-9223372036854775807 - 1) }}",
+                        "{{ (-9223372036854775807 - 1)|abs }}"}) {
+    const Outcome o = render_with(t, {});
+    EXPECT_EQ(o.kind, "OverflowError") << t;
+  }
+}
+
 TEST(JinjaLimits, HugeRangeIsRefusedAsTheSandboxRefusesIt) {
   const Outcome o = render_with("{% for i in range(10**10) %}{% endfor %}", {});
   EXPECT_EQ(o.kind, "OverflowError");
