@@ -467,6 +467,7 @@ def construct_cases():
     case("Filters", "{{ '42'|int }} {{ ' 7 '|int }} {{ '3.9'|int }} {{ 'x'|int }} {{ 'x'|int(5) }} {{ 3.9|int }} {{ true|int }} {{ '3.5'|float }} {{ 3|float }} {{ 'x'|float }} {{ none|int }}")
     # int at the ends of int64, NaN and infinities (fuzz_jinja found `5e118|int` converting out of range).
     case("Filters", "{{ 'nan'|float|int }} {{ 'nan'|float|int(7) }} {{ 'inf'|int }} {{ 'nan'|int }} {{ '1e400'|int }} {{ 9.2e18|int }} {{ -9.2e18|int }} {{ '-9223372036854775808'|int }} {{ '9223372036854775807'|int }} {{ -9223372036854775808.0|int }}")
+    case("Filters", "{{ '0x10'|int }} {{ '0x10'|float }} {{ '0x1p3'|float }} {{ '0x10'|int(16) }} {{ 'infinity'|float }} {{ ' 1_0 '|int }}")
     case("Filters", "{{ (-9223372036854775807)|abs }} {{ (-9223372036854775807 - 1) % -1 }} {{ 7 // -1 }} {{ -7 // -1 }} {{ -7 % -1 }} {{ 0 // -1 }} {{ -(-9223372036854775807) }}")
     case("Filters", "{{ -3|abs }} {{ (-2.5)|abs }} {{ 2.5|round }} {{ 3.5|round }} {{ 2.675|round(2) }} {{ 5|round }} {{ 2.1|round(method='ceil') }} {{ 2.9|round(0, 'floor') }} {{ 1234.5|round(-2) }}")
     case("Filters", "{{ ['b', 'A', 'a', 'B']|unique|list }} {{ ['b', 'A', 'a']|unique(case_sensitive=true)|list }} {{ [3, 1, 2]|sort }} {{ ['b', 'A', 'c']|sort }} {{ ['b', 'A', 'c']|sort(case_sensitive=true) }} {{ [3, 1, 2]|sort(reverse=true) }}")

@@ -225,7 +225,8 @@ Value f_escape(Evaluator&, const Value& v, CallArgs& a) {
 std::optional<double> parse_float(const std::string& s) {
   std::string t = text::strip(s, std::nullopt, true, true);
   t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
-  if (t.empty()) return std::nullopt;
+  // strtod also reads hexadecimal floats ("0x10", "0x1p3"), which Python's float() refuses.
+  if (t.empty() || t.find_first_of("xX") != std::string::npos) return std::nullopt;
   char* end = nullptr;
   const double d = std::strtod(t.c_str(), &end);
   if (end != t.c_str() + t.size()) return std::nullopt;

@@ -230,8 +230,10 @@ const Case kFilters[] = {
     {R"J({{ [3, 1, 2]|first }} {{ [3, 1, 2]|last }} {{ 'abc'|first }} {{ []|first }}| {{ 'ab'|list }} {{ {'a': 1}|list }} {{ 12|string ~ 'x' }} {{ [1]|string }})J", "", "3 2 a | ['a', 'b'] ['a'] 12x [1]", "", ""},
     {R"J({{ '42'|int }} {{ ' 7 '|int }} {{ '3.9'|int }} {{ 'x'|int }} {{ 'x'|int(5) }} {{ 3.9|int }} {{ true|int }} {{ '3.5'|float }} {{ 3|float }} {{ 'x'|float }} {{ none|int }})J", "", "42 7 3 0 5 3 1 3.5 3.0 0.0 0", "", ""},
     // int at the ends of int64, NaN and infinities (fuzz_jinja found `5e118|int` converting out
-    // of range); abs, negation, // and % at INT64_MIN and -1.
+    // of range); hexadecimal strings, which Python's int() and float() refuse (strtod reads
+    // them); abs, negation, // and % at INT64_MIN and -1.
     {R"J({{ 'nan'|float|int }} {{ 'nan'|float|int(7) }} {{ 'inf'|int }} {{ 'nan'|int }} {{ '1e400'|int }} {{ 9.2e18|int }} {{ -9.2e18|int }} {{ '-9223372036854775808'|int }} {{ '9223372036854775807'|int }} {{ -9223372036854775808.0|int }})J", "", "0 7 0 0 0 9200000000000000000 -9200000000000000000 -9223372036854775808 9223372036854775807 -9223372036854775808", "", ""},
+    {R"J({{ '0x10'|int }} {{ '0x10'|float }} {{ '0x1p3'|float }} {{ '0x10'|int(16) }} {{ 'infinity'|float }} {{ ' 1_0 '|int }})J", "", "0 0.0 0.0 16 inf 10", "", ""},
     {R"J({{ (-9223372036854775807)|abs }} {{ (-9223372036854775807 - 1) % -1 }} {{ 7 // -1 }} {{ -7 // -1 }} {{ -7 % -1 }} {{ 0 // -1 }} {{ -(-9223372036854775807) }})J", "", "9223372036854775807 0 -7 7 0 0 9223372036854775807", "", ""},
     {R"J({{ -3|abs }} {{ (-2.5)|abs }} {{ 2.5|round }} {{ 3.5|round }} {{ 2.675|round(2) }} {{ 5|round }} {{ 2.1|round(method='ceil') }} {{ 2.9|round(0, 'floor') }} {{ 1234.5|round(-2) }})J", "", "3 2.5 2.0 4.0 2.67 5 3.0 2.0 1200.0", "", ""},
     {R"J({{ ['b', 'A', 'a', 'B']|unique|list }} {{ ['b', 'A', 'a']|unique(case_sensitive=true)|list }} {{ [3, 1, 2]|sort }} {{ ['b', 'A', 'c']|sort }} {{ ['b', 'A', 'c']|sort(case_sensitive=true) }} {{ [3, 1, 2]|sort(reverse=true) }})J", "", "['b', 'A'] ['b', 'A', 'a'] [1, 2, 3] ['A', 'b', 'c'] ['A', 'b', 'c'] [3, 2, 1]", "", ""},
