@@ -283,11 +283,8 @@ Value f_float(Evaluator&, const Value& v, CallArgs& a) {
 Value f_abs(Evaluator&, const Value& v, CallArgs& a) {
   bind("abs", a, {});
   if (v.is_float()) return Value(std::fabs(v.as_double()));
-  if (v.is_number()) {
-    const int64_t x = v.as_int();
-    if (x == INT64_MIN) raise("OverflowError", "integer result too large for this interpreter");
-    return Value(x < 0 ? -x : x);
-  }
+  // Negation's overflow check: abs(INT64_MIN) is an OverflowError.
+  if (v.is_number()) return v.as_int() < 0 ? unary_op("-", v) : Value(v.as_int());
   raise("TypeError", "bad operand type for abs(): '" + v.type_name() + "'");
 }
 

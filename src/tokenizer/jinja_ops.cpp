@@ -34,6 +34,13 @@ Value checked_int(bool overflow, int64_t v) {
   return Value(v);
 }
 
+// -x; INT64_MIN's negation is past int64.
+Value negated(int64_t x) {
+  int64_t r = 0;
+  const bool overflow = __builtin_sub_overflow(int64_t{0}, x, &r);
+  return checked_int(overflow, r);
+}
+
 std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -150,9 +157,7 @@ Value unary_op(std::string_view op, const Value& a) {
   }
   if (op == "+") return a.is_float() ? a : Value(a.as_int());
   if (a.is_float()) return Value(-a.as_double());
-  int64_t r = 0;
-  const bool overflow = __builtin_sub_overflow(int64_t{0}, a.as_int(), &r);  // -INT64_MIN
-  return checked_int(overflow, r);
+  return negated(a.as_int());
 }
 
 Value binary_op(std::string_view op, const Value& a, const Value& b) {
@@ -224,10 +229,7 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       if (y == 0) raise("ZeroDivisionError", op == "%" ? "integer modulo by zero" : "integer division or modulo by zero");
       // INT64_MIN // -1 is 2^63 (past int64; x86's division traps on it), and its % is 0.
       if (y == -1) {
-        if (op == "%") return Value(int64_t{0});
-        int64_t r = 0;
-        const bool overflow = __builtin_sub_overflow(int64_t{0}, x, &r);
-        return checked_int(overflow, r);
+        return op == "%" ? Value(int64_t{0}) : negated(x);
       }
       int64_t q = x / y, m = x % y;
       if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
