@@ -6,10 +6,11 @@
 #       (name .device in the device tool's `carry`)
 #   scripts/fuzz_device.sh run SECONDS TARGET[:WORKERS]...  there: all the targets at once,
 #       each as WORKERS independent fuzzing processes (default 1) sharing FUZZ_RUNS executions
-#       (10,000,000) for at most SECONDS; logs (fuzz_TARGET_N.log), findings
-#       (artifacts_TARGET/) and each target's grown corpus (corpus_TARGET.tar.xz) under $OUT
-#       (default out/)
-# It prints each target's executions (summed over its workers) and findings;
+#       (10,000,000) for at most SECONDS; under $OUT (default out/), one archive a target of
+#       its workers' logs and its artifacts (logs_TARGET.tar.xz: the device tool returns at most
+#       8 files) and its grown corpus (corpus_TARGET.tar.xz)
+# It prints each target's executions (summed over its workers), findings (crash, leak,
+# timeout, out-of-memory) and slow units (libFuzzer's slow-unit-*, over 10 s);
 # docs/reliability.md has the figures.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
@@ -63,15 +64,16 @@ run)
     workers=1
     [ "$spec" != "$t" ] && workers=${spec#*:}
     corpus="$work/fuzz/corpus/$t"
-    mkdir -p "$corpus" "$OUT/artifacts_$t"
+    mkdir -p "$corpus" "$work/logs_$t/artifacts"
     dict=()
     [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
     each=$(( (runs + workers - 1) / workers ))
     echo "==> fuzz: $t, $workers workers, $seconds s, $each runs each"
     for w in $(seq 1 "$workers"); do
       "$work/fuzz/bin/$t" -runs="$each" -max_total_time="$seconds" -timeout=60 \
-        -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix="$OUT/artifacts_$t/" \
-        "${dict[@]}" "$corpus" "tests/fuzz/corpus/$t" > "$OUT/fuzz_${t}_$w.log" 2>&1 &
+        -rss_limit_mb=2560 -print_final_stats=1 \
+        -artifact_prefix="$work/logs_$t/artifacts/" "${dict[@]}" "$corpus" \
+        "tests/fuzz/corpus/$t" > "$work/logs_$t/fuzz_${t}_$w.log" 2>&1 &
       pids+=($!)
     done
   done
@@ -80,13 +82,16 @@ run)
   for spec in "$@"; do
     t=${spec%%:*}
     # Executions summed over the workers' final statistics; findings are the artifacts.
-    execs=$(cat "$OUT/fuzz_${t}"_*.log |
+    logs="$work/logs_$t"
+    execs=$(cat "$logs"/fuzz_*.log |
       awk '/stat::number_of_executed_units/ {s += $NF} END {print s + 0}')
-    findings=$(find "$OUT/artifacts_$t" -type f | wc -l)
+    findings=$(find "$logs/artifacts" -type f ! -name 'slow-unit-*' | wc -l)
+    slow=$(find "$logs/artifacts" -type f -name 'slow-unit-*' | wc -l)
     inputs=$(find "$work/fuzz/corpus/$t" -type f | wc -l)
-    echo "$t: $execs executions, $findings findings, corpus $inputs inputs"
+    echo "$t: $execs executions, $findings findings, $slow slow units, corpus $inputs inputs"
     [ "$findings" = 0 ] || status=1
-    tar -C "$work/fuzz/corpus/$t" -cJf "$OUT/corpus_$t.tar.xz" .
+    tar -C "$logs" -cf - . | xz -T0 -3 > "$OUT/logs_$t.tar.xz"
+    tar -C "$work/fuzz/corpus/$t" -cf - . | xz -T0 -3 > "$OUT/corpus_$t.tar.xz"
   done
   exit "$status"
   ;;
