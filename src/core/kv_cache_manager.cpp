@@ -5,11 +5,6 @@
 #include "util/check.h"
 
 namespace vllm::core {
-namespace {
-
-int cdiv(int a, int b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 bool KvBlocks::empty() const {
   for (const auto& g : block_ids)

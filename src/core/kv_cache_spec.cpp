@@ -7,11 +7,6 @@
 #include "util/check.h"
 
 namespace vllm::core {
-namespace {
-
-int cdiv(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
-
-}  // namespace
 
 void validate(const KvCacheConfig& config) {
   if (config.block_size <= 0)

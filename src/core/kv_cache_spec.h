@@ -7,6 +7,9 @@
 
 namespace vllm::core {
 
+// Blocks of size b that hold a tokens (a >= 0, b > 0).
+inline int cdiv(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
 // Which blocks a group keeps (the allocation policy), whatever is stored in them.
 enum class KvPolicy {
   kFull,           // every token's KV is kept

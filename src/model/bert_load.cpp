@@ -2,9 +2,9 @@
 // max_seq_length) and the safetensors weights, every shape checked against the config.
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "loader/json_file.h"
 #include "loader/safetensors.h"
 #include "model/bert.h"
 #include "model/bert_layer.h"
@@ -15,16 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) throw Error(p.string() + ": cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(p.string() + ": invalid JSON: " + e.what());
-  }
-}
 
 int positive_int(const json& cfg, const char* key, const std::string& file) {
   if (!cfg.contains(key) || !cfg[key].is_number_integer() || cfg[key].get<int64_t>() <= 0 ||
@@ -60,12 +50,12 @@ BertConfig parse_config(const json& cfg, const std::string& file) {
 PoolingConfig parse_pooling(const fs::path& dir) {
   PoolingConfig p;
   if (fs::exists(dir / "sentence_bert_config.json")) {
-    const json sb = read_json(dir / "sentence_bert_config.json");
+    const json sb = read_json_file(dir / "sentence_bert_config.json");
     if (sb.contains("max_seq_length") && sb["max_seq_length"].is_number_integer())
       p.max_seq_length = sb["max_seq_length"].get<int>();
   }
   if (!fs::exists(dir / "modules.json")) return p;
-  const json modules = read_json(dir / "modules.json");
+  const json modules = read_json_file(dir / "modules.json");
   const std::string file = (dir / "modules.json").string();
   if (!modules.is_array()) throw Error(file + ": expected a list of modules");
   p.normalize = false;
@@ -76,7 +66,7 @@ PoolingConfig parse_pooling(const fs::path& dir) {
       p.normalize = true;
     } else if (type == "sentence_transformers.models.Pooling") {
       const fs::path cfg_path = dir / m.value("path", std::string()) / "config.json";
-      const json pc = read_json(cfg_path);
+      const json pc = read_json_file(cfg_path);
       const bool mean = pc.value("pooling_mode_mean_tokens", false);
       const bool cls = pc.value("pooling_mode_cls_token", false);
       for (const char* other : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
@@ -175,7 +165,7 @@ BertModel::Layer load_layer(const Weights& w, const BertConfig& c, int i) {
 bool is_bert_model(const std::string& dir) {
   const fs::path cfg = fs::path(dir) / "config.json";
   if (!fs::is_directory(dir) || !fs::exists(cfg)) return false;
-  const json j = read_json(cfg);
+  const json j = read_json_file(cfg);
   if (!j.contains("architectures") || !j["architectures"].is_array()) return false;
   for (const json& a : j["architectures"])
     if (a.is_string() && a.get<std::string>() == "BertModel") return true;
@@ -188,7 +178,7 @@ std::unique_ptr<BertModel> BertModel::load(const std::string& dir, Device device
   const fs::path root(dir);
   const std::string cfg_file = (root / "config.json").string();
   std::unique_ptr<BertModel> m(new BertModel());
-  m->config_ = parse_config(read_json(cfg_file), cfg_file);
+  m->config_ = parse_config(read_json_file(cfg_file), cfg_file);
   m->pooling_ = parse_pooling(root);
   const BertConfig& c = m->config_;
   auto st = SafetensorsModel::open(dir);

@@ -1,9 +1,9 @@
 #include "model/load.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "loader/gguf.h"
+#include "loader/json_file.h"
 #include "loader/safetensors.h"
 #include "model/arch.h"
 #include "model/bert.h"
@@ -14,16 +14,6 @@ namespace vllm {
 namespace {
 
 namespace fs = std::filesystem;
-
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) throw Error(p.string() + ": cannot open");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(p.string() + ": invalid JSON: " + e.what());
-  }
-}
 
 GgufVocab vocab_from_gguf(const GgufFile& g) {
   GgufVocab v;
@@ -117,8 +107,8 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
       throw Error(path + " is an embedding model (BertModel): serve it with `vllm-cpp serve` "
                   "and POST /v1/embeddings");
     nlohmann::json gen;
-    if (fs::exists(p / "generation_config.json")) gen = read_json(p / "generation_config.json");
-    ModelConfig config = config_from_hf(read_json(cfg), gen);
+    if (const fs::path g = p / "generation_config.json"; fs::exists(g)) gen = read_json_file(g);
+    ModelConfig config = config_from_hf(read_json_file(cfg), gen);
     config.max_model_len = max_model_len;
     config.dtype = dtype;
     auto weights = make_safetensors_source(SafetensorsModel::open(path));

@@ -5,20 +5,13 @@
 // false reads everything as content.
 #include "server/reasoning_parser.h"
 
+#include "server/marker_scan.h"
 #include "util/check.h"
 
 namespace vllm::server {
 namespace {
 
 constexpr std::string_view kToolCall = "<tool_call>", kFunction = "<function";
-
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-size_t held_back(std::string_view t, std::string_view marker) {
-  for (size_t n = std::min(t.size(), marker.size() - 1); n > 0; --n)
-    if (t.substr(t.size() - n) == marker.substr(0, n)) return n;
-  return 0;
-}
 
 enum class ToolStart { kNo, kMaybe, kYes };
 

@@ -4,24 +4,16 @@
 #include <algorithm>
 #include <random>
 
+#include "server/marker_scan.h"
 #include "server/tool_parser.h"
 #include "util/check.h"
 
 namespace vllm::server {
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 size_t skip_ws(std::string_view t, size_t p) {
   while (p < t.size() && is_ws(t[p])) ++p;
   return p;
-}
-
-// How many trailing bytes of `t` could be the start of `marker` (kept back while streaming).
-size_t held_back(std::string_view t, std::string_view marker) {
-  for (size_t n = std::min(t.size(), marker.size() - 1); n > 0; --n)
-    if (t.substr(t.size() - n) == marker.substr(0, n)) return n;
-  return 0;
 }
 
 // Content up to `marker`: all of it when final, else without a tail that may begin it.

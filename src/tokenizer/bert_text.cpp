@@ -12,9 +12,6 @@
 namespace vllm::tok {
 namespace {
 
-struct CodeRange {
-  char32_t first, last;
-};
 struct CharMap {
   char32_t cp;
   char32_t out[3];  // 0-padded
@@ -51,9 +48,6 @@ void rewrite(std::string& text, Fn fn) {
   text = std::move(out);
 }
 
-constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
-constexpr char32_t kTCount = 28, kNCount = 21 * kTCount, kSCount = 19 * kNCount;
-
 class BertNormalizer final : public Normalizer {
  public:
   explicit BertNormalizer(const BertNormalizerOptions& o)
@@ -81,11 +75,9 @@ class BertNormalizer final : public Normalizer {
     if (strip_)
       rewrite(text, [](char32_t c, std::string& out) {
         if (c < 0x80) return false;
-        if (c >= kSBase && c < kSBase + kSCount) {
-          const char32_t s = c - kSBase;
-          utf8_append(out, kLBase + s / kNCount);
-          utf8_append(out, kVBase + (s % kNCount) / kTCount);
-          if (s % kTCount != 0) utf8_append(out, kTBase + s % kTCount);
+        char32_t jamo[3];
+        if (const int n = hangul::decompose(c, jamo)) {
+          for (int k = 0; k < n; ++k) utf8_append(out, jamo[k]);
           return true;
         }
         if (in_ranges(kBertMarks, c)) return true;

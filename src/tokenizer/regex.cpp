@@ -31,9 +31,6 @@ ThreadMatchState& thread_state() {
   return state;
 }
 
-struct CodeRange {
-  char32_t first, last;
-};
 #include "tokenizer/unicode_class_data.inc"
 
 std::string format_ranges(const CodeRange* begin, const CodeRange* end) {

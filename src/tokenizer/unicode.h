@@ -31,4 +31,27 @@ bool is_whitespace(char32_t c);
 // Canonical composition (Unicode NFC) of valid UTF-8.
 std::string nfc(std::string_view s);
 
+// An inclusive range of code points, as the generated Unicode tables (*.inc) list them.
+struct CodeRange {
+  char32_t first, last;
+};
+
+// Hangul syllables decompose and compose by arithmetic (Unicode 15, section 3.12).
+namespace hangul {
+inline constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
+inline constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28;
+inline constexpr char32_t kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
+
+// The two or three jamo of precomposed syllable c into out, and their count; 0 for any other c.
+inline int decompose(char32_t c, char32_t out[3]) {
+  if (c < kSBase || c >= kSBase + kSCount) return 0;
+  const char32_t s = c - kSBase;
+  out[0] = kLBase + s / kNCount;
+  out[1] = kVBase + (s % kNCount) / kTCount;
+  if (s % kTCount == 0) return 2;
+  out[2] = kTBase + s % kTCount;
+  return 3;
+}
+}  // namespace hangul
+
 }  // namespace vllm::tok

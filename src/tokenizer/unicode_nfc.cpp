@@ -21,9 +21,7 @@ struct Decomposition {
 };
 #include "tokenizer/unicode_nfc_data.inc"
 
-constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
-constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount;
-constexpr char32_t kSCount = kLCount * kNCount;
+using namespace hangul;
 
 struct Tables {
   std::unordered_map<char32_t, const Decomposition*> decomposition;
@@ -53,11 +51,9 @@ uint8_t combining_class(char32_t c) {
 }
 
 void decompose(char32_t c, std::vector<char32_t>& out) {
-  if (c >= kSBase && c < kSBase + kSCount) {
-    const char32_t s = c - kSBase;
-    out.push_back(kLBase + s / kNCount);
-    out.push_back(kVBase + (s % kNCount) / kTCount);
-    if (s % kTCount != 0) out.push_back(kTBase + s % kTCount);
+  char32_t jamo[3];
+  if (const int n = hangul::decompose(c, jamo)) {
+    out.insert(out.end(), jamo, jamo + n);
     return;
   }
   const auto& map = tables().decomposition;

@@ -19,14 +19,14 @@ using structured::OutputConstraint;
 
 namespace {
 
-const char* kSmol = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const char* kSmolGguf = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 struct Out {
   std::vector<int32_t> tokens;
   std::string text, finish_reason;
 };
 
-std::map<std::string, Out> run_all(EngineCore& core) {
+std::map<std::string, Out> run_structured(EngineCore& core) {
   std::map<std::string, Out> done;
   for (int guard = 0; core.has_unfinished(); ++guard) {
     EXPECT_LT(guard, 100000) << "engine does not finish";
@@ -69,8 +69,8 @@ void check_output(const std::string& kind, const Out& o) {
 }  // namespace
 
 TEST(StructuredEngine, BatchedChunkedPreemptedEqualsAloneSmolLM2) {
-  if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " absent";
-  LoadedModel m = load_model(kSmol);
+  if (!std::filesystem::exists(kSmolGguf)) GTEST_SKIP() << kSmolGguf << " absent";
+  LoadedModel m = load_model(kSmolGguf);
   structured::GrammarCache cache(structured::TokenVocab::from_tokenizer(
       *m.tokenizer, m.model->config().eos_token_ids, m.model->config().vocab_size));
   std::map<std::string, std::shared_ptr<const structured::CompiledGrammar>> grammars;
@@ -107,7 +107,7 @@ TEST(StructuredEngine, BatchedChunkedPreemptedEqualsAloneSmolLM2) {
   tight.kv_cache_memory = 300 * m.model->kv_bytes_per_token();  // ~3 requests
   EngineCore batched(*m.model, m.tokenizer.get(), tight);
   for (const Req& r : reqs) batched.add_request(r.id, r.prompt, r.params);
-  auto together = run_all(batched);
+  auto together = run_structured(batched);
   EXPECT_GT(batched.stats().num_preemptions, 0) << "the tight cache should have preempted";
 
   EngineConfig roomy;
@@ -116,7 +116,7 @@ TEST(StructuredEngine, BatchedChunkedPreemptedEqualsAloneSmolLM2) {
   for (const Req& r : reqs) {
     EngineCore alone(*m.model, m.tokenizer.get(), roomy);
     alone.add_request("x", r.prompt, r.params);
-    auto single = run_all(alone);
+    auto single = run_structured(alone);
     for (int k = 0; k < r.params.n; ++k) {
       const Out& a = single["x/" + std::to_string(k)];
       const Out& b = together[r.id + "/" + std::to_string(k)];
@@ -136,8 +136,8 @@ TEST(StructuredEngine, BatchedChunkedPreemptedEqualsAloneSmolLM2) {
 // that text (or the token grammar_after_token), then the grammar applies. Checked against the
 // unconstrained greedy run: the same first tokens, then exactly what the grammar allows.
 TEST(StructuredEngine, GrammarStartsAfterTheMarkerSmolLM2) {
-  if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " absent";
-  LoadedModel m = load_model(kSmol);
+  if (!std::filesystem::exists(kSmolGguf)) GTEST_SKIP() << kSmolGguf << " absent";
+  LoadedModel m = load_model(kSmolGguf);
   structured::GrammarCache cache(structured::TokenVocab::from_tokenizer(
       *m.tokenizer, m.model->config().eos_token_ids, m.model->config().vocab_size));
   const auto zzz = cache.get({OutputConstraint::Kind::kRegex, "zzz", {}, {}});
@@ -147,7 +147,7 @@ TEST(StructuredEngine, GrammarStartsAfterTheMarkerSmolLM2) {
   auto run = [&](const SamplingParams& p) {
     EngineCore core(*m.model, m.tokenizer.get(), config);
     core.add_request("r", prompt, p);
-    return run_all(core)["r/0"];
+    return run_structured(core)["r/0"];
   };
   SamplingParams unconstrained;
   unconstrained.max_tokens = 6;

@@ -51,7 +51,7 @@ Bytes as_bytes(std::vector<T> v) {
   return b;
 }
 
-std::vector<StTensor> sample() {
+std::vector<StTensor> tensors() {
   return {{"w.f32", "F32", {2, 3}, as_bytes<float>({1, 2, 3, 4, 5, 6})},
           {"w.f16", "F16", {4}, as_bytes<uint16_t>({0x3c00, 0x4000, 0xc000, 0})},
           {"w.bf16", "BF16", {1, 1, 2}, as_bytes<uint16_t>({0x3f80, 0x4040})},
@@ -61,7 +61,7 @@ std::vector<StTensor> sample() {
 TEST(Safetensors, SingleFile) {
   TempDir tmp;
   for (size_t pad : {0, 1, 2}) {  // pad 1 and 2 misalign the data: read through a copy
-    const std::string path = tmp.write("model.safetensors", safetensors_bytes(sample(), pad));
+    const std::string path = tmp.write("model.safetensors", safetensors_bytes(tensors(), pad));
     for (const std::string& open_as : {path, tmp.dir().string()}) {
       const auto m = SafetensorsModel::open(open_as);
       EXPECT_EQ(m->names(), (std::vector<std::string>{"pos", "w.bf16", "w.f16", "w.f32"}));
@@ -85,7 +85,7 @@ TEST(Safetensors, SingleFile) {
 
 TEST(Safetensors, ShardedWithIndex) {
   TempDir tmp;
-  auto ts = sample();
+  auto ts = tensors();
   tmp.write("model-00001-of-00002.safetensors", safetensors_bytes({ts[0], ts[1]}));
   tmp.write("model-00002-of-00002.safetensors", safetensors_bytes({ts[2], ts[3]}));
   json index = {{"metadata", {{"total_size", 42}}},
@@ -131,7 +131,7 @@ TEST(Safetensors, ShardedWithIndex) {
 
 TEST(Safetensors, DuplicateAcrossShards) {
   TempDir tmp;
-  auto ts = sample();
+  auto ts = tensors();
   tmp.write("a.safetensors", safetensors_bytes({ts[0]}));
   const std::string b = tmp.write("b.safetensors", safetensors_bytes({ts[0]}));
   expect_error([&] { SafetensorsModel::open(tmp.dir().string()); }, {b, "'w.f32'"});
@@ -150,7 +150,7 @@ TEST(Safetensors, DamagedHeaders) {
     expect_error([&] { SafetensorsModel::open(path); }, {path});
     expect_error([&] { SafetensorsModel::open(path); }, parts);
   };
-  const Bytes good = safetensors_bytes(sample());
+  const Bytes good = safetensors_bytes(tensors());
   for (size_t cut = 0; cut < good.size(); ++cut) {
     SCOPED_TRACE(cut);
     fails(Bytes(good.begin(), good.begin() + cut), {});

@@ -25,9 +25,9 @@ using namespace vllm;
 
 namespace {
 
-const char* kModel = "models/gemma-3-270m-q4_k_m.gguf";
+const char* kGemma = "models/gemma-3-270m-q4_k_m.gguf";
 
-nlohmann::json reference() {
+nlohmann::json gemma_ref() {
   return nlohmann::json::parse(std::ifstream("fixtures/gemma3/llamacpp_greedy.json"));
 }
 
@@ -35,11 +35,11 @@ nlohmann::json reference() {
 
 // At every step our 5 largest logits are llama.cpp's: same ids, same float bits.
 TEST(Gemma3, StepLogitsEqualLlamaCpp) {
-  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/test.sh)";
+  if (!std::filesystem::exists(kGemma)) GTEST_SKIP() << kGemma << " absent (run scripts/test.sh)";
   if (cpu::detected_isa() == cpu::Isa::Scalar)
     GTEST_SKIP() << "scalar CPU build: not llama.cpp's summation order";
-  LoadedModel m = load_model(kModel);
-  const nlohmann::json ref = reference();
+  LoadedModel m = load_model(kGemma);
+  const nlohmann::json ref = gemma_ref();
   ASSERT_GE(ref["cases"].size(), 8u);
   llamacpp_check::LlamaCppOrder order;
   EXPECT_EQ(llamacpp_check::expect_step_logits_equal(*m.model, ref),
@@ -48,11 +48,11 @@ TEST(Gemma3, StepLogitsEqualLlamaCpp) {
 
 // The bar: our own greedy continuations equal llama.cpp's (near ties aside).
 TEST(Gemma3, FreeRunningGreedyMatchesLlamaCpp) {
-  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/test.sh)";
+  if (!std::filesystem::exists(kGemma)) GTEST_SKIP() << kGemma << " absent (run scripts/test.sh)";
   if (cpu::detected_isa() == cpu::Isa::Scalar)
     GTEST_SKIP() << "scalar CPU build: not llama.cpp's summation order";
-  LoadedModel m = load_model(kModel);
-  const nlohmann::json ref = reference();
+  LoadedModel m = load_model(kGemma);
+  const nlohmann::json ref = gemma_ref();
   ASSERT_GE(ref["cases"].size(), 8u);
   llamacpp_check::LlamaCppOrder order;
   EXPECT_GE(llamacpp_check::expect_free_running_matches(*m.model, ref), 8);
@@ -60,8 +60,8 @@ TEST(Gemma3, FreeRunningGreedyMatchesLlamaCpp) {
 
 // The chat template's turn end stops generation (the GGUF names only <eos>).
 TEST(Gemma3, EndOfTurnIsAStopToken) {
-  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/test.sh)";
-  LoadedModel m = load_model(kModel);
+  if (!std::filesystem::exists(kGemma)) GTEST_SKIP() << kGemma << " absent (run scripts/test.sh)";
+  LoadedModel m = load_model(kGemma);
   const auto& eos = m.config().eos_token_ids;
   const auto end_of_turn = m.tokenizer->encode("<end_of_turn>", false);
   ASSERT_EQ(end_of_turn.size(), 1u);

@@ -34,7 +34,7 @@ using namespace vllm;
 namespace {
 
 constexpr double kNearTie = 0.1;      // nat
-constexpr double kBar = 5e-2;         // max |diff| / max |logit| per row
+constexpr double kMoeBar = 5e-2;         // max |diff| / max |logit| per row
 constexpr double kRoutingTie = 2e-3;  // relative routing score margin
 
 struct Reference {
@@ -133,7 +133,7 @@ struct RowChecker {
         std::max_element(ours, ours + vocab) - ours == std::max_element(ref, ref + vocab) - ref;
     decisive += is_decisive;
     decisive_equal += is_decisive && same;
-    if (diff / mag <= kBar && (same || !is_decisive)) return false;
+    if (diff / mag <= kMoeBar && (same || !is_decisive)) return false;
     if (margin < kRoutingTie || carried) {
       ++explained;
       std::printf("%s: max|diff|/max|logit| %.2e%s, at a routing near tie (margin %.1e)%s\n",

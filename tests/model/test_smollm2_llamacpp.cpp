@@ -38,26 +38,26 @@ using namespace vllm;
 
 namespace {
 
-const char* kModel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const char* kSmol2 = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 // The scalar fallback (CPUs without AVX2) sums each int8 block dot in plain order, not in
 // the AVX order llama.cpp's x86 build uses, so it is close to llama.cpp but not bit-equal.
 bool bit_exact_build() { return cpu::detected_isa() != cpu::Isa::Scalar; }
 
-nlohmann::json reference() {
+nlohmann::json smol_ref() {
   return nlohmann::json::parse(std::ifstream("fixtures/smollm2/llamacpp_greedy.json"));
 }
 
 }  // namespace
 
 TEST(SmolLM2, TeacherForcedAgreesWithLlamaCpp) {
-  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/setup.sh)";
+  if (!std::filesystem::exists(kSmol2)) GTEST_SKIP() << kSmol2 << " absent (run scripts/setup.sh)";
   constexpr double kNoiseGap = 0.5;     // nat; the schedule noise described above
   constexpr double kMaxMismatch = 0.03;  // fraction of steps
-  LoadedModel m = load_model(kModel);
+  LoadedModel m = load_model(kSmol2);
   const int vocab = m.config().vocab_size;
   int steps = 0, mismatches = 0;
-  const nlohmann::json ref = reference();
+  const nlohmann::json ref = smol_ref();
   for (const auto& c : ref["cases"]) {
     auto seq = c["prompt_ids"].get<std::vector<int32_t>>();
     const size_t plen = seq.size();
@@ -81,17 +81,17 @@ TEST(SmolLM2, TeacherForcedAgreesWithLlamaCpp) {
 }
 
 TEST(SmolLM2, StepLogitsEqualLlamaCpp) {
-  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/setup.sh)";
+  if (!std::filesystem::exists(kSmol2)) GTEST_SKIP() << kSmol2 << " absent (run scripts/setup.sh)";
   if (!bit_exact_build()) GTEST_SKIP() << "scalar CPU build: not llama.cpp's summation order";
-  LoadedModel m = load_model(kModel);
+  LoadedModel m = load_model(kSmol2);
   llamacpp_check::LlamaCppOrder order;
-  EXPECT_EQ(llamacpp_check::expect_step_logits_equal(*m.model, reference()), 640);
+  EXPECT_EQ(llamacpp_check::expect_step_logits_equal(*m.model, smol_ref()), 640);
 }
 
 TEST(SmolLM2, FreeRunningGreedyMatchesLlamaCpp) {
-  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " absent (run scripts/setup.sh)";
+  if (!std::filesystem::exists(kSmol2)) GTEST_SKIP() << kSmol2 << " absent (run scripts/setup.sh)";
   if (!bit_exact_build()) GTEST_SKIP() << "scalar CPU build: not llama.cpp's summation order";
-  LoadedModel m = load_model(kModel);
+  LoadedModel m = load_model(kSmol2);
   llamacpp_check::LlamaCppOrder order;
-  llamacpp_check::expect_free_running_matches(*m.model, reference());
+  llamacpp_check::expect_free_running_matches(*m.model, smol_ref());
 }

@@ -17,12 +17,12 @@ using namespace vllm;
 
 namespace {
 
-std::mt19937 rng(1234);
+std::mt19937 gen(1234);
 
-Tensor randn(std::initializer_list<int64_t> shape, float scale = 1.0f) {
+Tensor gauss(std::initializer_list<int64_t> shape, float scale = 1.0f) {
   Tensor t = Tensor::empty(shape, DType::F32);
   std::normal_distribution<float> d(0.0f, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(gen);
   return t;
 }
 
@@ -40,18 +40,18 @@ Tensor random_kquant(const Tensor& w, DType type) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.001f, 0.02f);
   auto* p = static_cast<uint8_t*>(q.raw());
-  for (int64_t i = 0; i < q.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(rng));
+  for (int64_t i = 0; i < q.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(gen));
   const DTypeInfo& info = dtype_info(type);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t b = 0; b < k / info.block_size; ++b) {
       char* blk = q.row(r) + b * info.block_bytes;
       if (type == DType::Q6_K) {
-        reinterpret_cast<BlockQ6_K*>(blk)->d = f32_to_f16(scale(rng));
+        reinterpret_cast<BlockQ6_K*>(blk)->d = f32_to_f16(scale(gen));
       } else if (type == DType::Q5_0) {
-        reinterpret_cast<BlockQ5_0*>(blk)->d = f32_to_f16(scale(rng) * 4);
+        reinterpret_cast<BlockQ5_0*>(blk)->d = f32_to_f16(scale(gen) * 4);
       } else {  // Q4_K and Q5_K start with d, dmin
-        reinterpret_cast<uint16_t*>(blk)[0] = f32_to_f16(scale(rng));
-        reinterpret_cast<uint16_t*>(blk)[1] = f32_to_f16(scale(rng));
+        reinterpret_cast<uint16_t*>(blk)[0] = f32_to_f16(scale(gen));
+        reinterpret_cast<uint16_t*>(blk)[1] = f32_to_f16(scale(gen));
       }
     }
   return q;
@@ -110,8 +110,8 @@ TEST_P(MatmulTest, MatchesReference) {
   for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, k_quant ? 256 : 64},
                          {7, 100, k_quant ? 512 : 96},
                          {33, 19, 256}}) {
-    Tensor x = randn({M, K});
-    Tensor wf = randn({N, K}, 0.5f);
+    Tensor x = gauss({M, K});
+    Tensor wf = gauss({N, K}, 0.5f);
     Tensor w = type == DType::F32 ? wf : quantize(wf, type);
     std::vector<float> wd(N * K);
     for (int64_t r = 0; r < N; ++r) cpu::dequantize_row(type, w.row(r), wd.data() + r * K, K);
@@ -148,8 +148,8 @@ TEST_P(MatmulTest, AccumulateEqualsMatmulThenAdd) {
   const bool k_quant = dtype_info(type).block_size == kQKK;
   for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, k_quant ? 256 : 64},
                          {33, 19, 256}}) {
-    Tensor x = randn({M, K}), residual = randn({M, N});
-    Tensor wf = randn({N, K}, 0.5f);
+    Tensor x = gauss({M, K}), residual = gauss({M, N});
+    Tensor wf = gauss({N, K}, 0.5f);
     Tensor w = type == DType::F32 ? wf : quantize(wf, type);
     Tensor product = Tensor::empty({M, N}, DType::F32), want = Tensor::empty({M, N}, DType::F32);
     matmul(x, w, product);
@@ -171,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Types, MatmulTest,
 // sums; only the float accumulation order differs).
 TEST(QuantDot, IsaVariantsAgreeWithScalar) {
   const int64_t K = 32 * 37;
-  Tensor wf = randn({1, K}), xf = randn({1, K});
+  Tensor wf = gauss({1, K}), xf = gauss({1, K});
   std::vector<cpu::BlockQ8_1> a(K / 32);
   cpu::quantize_row_q8_1(xf.data<float>(), a.data(), K);
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0}) {
@@ -193,7 +193,7 @@ TEST(QuantDot, IsaVariantsAgreeWithScalar) {
 // Gemma-3 fixture, tests/model/test_gemma3_llamacpp.cpp.)
 TEST(KQuantDot, EveryOrderEqualsDequantisedProduct) {
   const int64_t K = 256 * 5;
-  Tensor xf = randn({1, K}, 2.0f);
+  Tensor xf = gauss({1, K}, 2.0f);
   xf.data<float>()[300] = 0.0f;
   std::fill(xf.data<float>() + 512, xf.data<float>() + 768, 0.0f);  // an all-zero super-block
   std::vector<cpu::BlockQ8_K> a(K / 256);
@@ -209,7 +209,7 @@ TEST(KQuantDot, EveryOrderEqualsDequantisedProduct) {
     for (int e = 0; e < 16; ++e) s += a[1].qs[16 * j + e];
     EXPECT_EQ(a[1].bsums[j], s);
   }
-  Tensor wf = randn({3, K});
+  Tensor wf = gauss({3, K});
   std::vector<float> wd(K);
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     Tensor w = quantize(wf, t);
@@ -239,7 +239,7 @@ TEST(KQuantDot, EveryOrderEqualsDequantisedProduct) {
 }
 
 TEST(QuantDot, SimdActivationQuantiserMatchesScalar) {
-  Tensor x = randn({1, 32 * 41}, 3.0f);
+  Tensor x = gauss({1, 32 * 41}, 3.0f);
   x.data<float>()[5] = 0.5f * 127.0f / 127.0f;  // exact halves exercise round-to-even
   std::fill(x.data<float>() + 64, x.data<float>() + 96, 0.0f);  // an all-zero block
   std::vector<cpu::BlockQ8_1> ref(41), got(41);
@@ -254,7 +254,7 @@ TEST(QuantDot, SimdActivationQuantiserMatchesScalar) {
 
 TEST(Ops, RmsNorm) {
   const int64_t T = 5, D = 77;
-  Tensor x = randn({T, D}), w = randn({D});
+  Tensor x = gauss({T, D}), w = gauss({D});
   Tensor out = Tensor::empty({T, D}, DType::F32);
   rms_norm(x, w, 1e-5f, out);
   for (int64_t t = 0; t < T; ++t) {
@@ -267,7 +267,7 @@ TEST(Ops, RmsNorm) {
 }
 
 TEST(Ops, RmsNormPerHead) {
-  Tensor x = randn({3, 4, 16}), w = randn({16});
+  Tensor x = gauss({3, 4, 16}), w = gauss({16});
   Tensor out = Tensor::empty({3, 4, 16}, DType::F32);
   rms_norm(x, w, 1e-6f, out);
   Tensor flat = x.reshape({12, 16});
@@ -277,7 +277,7 @@ TEST(Ops, RmsNormPerHead) {
 }
 
 TEST(Ops, EmbeddingGathersRows) {
-  Tensor table = randn({11, 64});
+  Tensor table = gauss({11, 64});
   Tensor q = quantize(table, DType::Q8_0);
   Tensor ids = Tensor::empty({4}, DType::I32);
   const int32_t idv[] = {3, 0, 10, 3};
@@ -323,7 +323,7 @@ TEST(Ops, RopeNeoxAndGptj) {
     p.neox = neox;
     p.mscale = 1.25f;
     for (int i = 0; i < 4; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / 8));
-    Tensor x = randn({T, H, D});
+    Tensor x = gauss({T, H, D});
     std::vector<float> orig(x.data<float>(), x.data<float>() + T * H * D);
     Tensor pos = Tensor::empty({T}, DType::I32);
     pos.data<int32_t>()[0] = 0;
@@ -346,7 +346,7 @@ TEST(Ops, RopeNeoxAndGptj) {
 }
 
 TEST(Ops, SiluAndMulSoftmaxAddBias) {
-  Tensor gu = randn({3, 2 * 45});
+  Tensor gu = gauss({3, 2 * 45});
   Tensor out = Tensor::empty({3, 45}, DType::F32);
   silu_and_mul(gu, out);
   for (int t = 0; t < 3; ++t)
@@ -354,7 +354,7 @@ TEST(Ops, SiluAndMulSoftmaxAddBias) {
       const double g = gu.data<float>()[t * 90 + i], u = gu.data<float>()[t * 90 + 45 + i];
       EXPECT_NEAR(out.data<float>()[t * 45 + i], g / (1 + std::exp(-g)) * u, 1e-5);
     }
-  Tensor x = randn({4, 33}, 5.0f);
+  Tensor x = gauss({4, 33}, 5.0f);
   Tensor sm = Tensor::empty({4, 33}, DType::F32);
   softmax(x, sm);
   for (int r = 0; r < 4; ++r) {
@@ -364,7 +364,7 @@ TEST(Ops, SiluAndMulSoftmaxAddBias) {
     for (int i = 0; i < 33; ++i)
       EXPECT_NEAR(sm.data<float>()[r * 33 + i], std::exp(x.data<float>()[r * 33 + i] - mx) / sum, 1e-6);
   }
-  Tensor b = randn({33});
+  Tensor b = gauss({33});
   std::vector<float> before(x.data<float>(), x.data<float>() + 4 * 33);
   add_bias(x, b);
   for (int i = 0; i < 4 * 33; ++i) EXPECT_EQ(x.data<float>()[i], before[i] + b.data<float>()[i % 33]);
@@ -388,7 +388,7 @@ TEST(Ops, PagedAttentionMixedBatch) {
       for (int j = 0; j < meta.max_blocks_per_seq; ++j) meta.block_tables.push_back(next_block--);
       meta.seq_lens.push_back(ctx[s]);
       meta.query_start_loc.push_back(meta.query_start_loc.back() + qlen[s]);
-      Tensor k = randn({ctx[s], Hkv, D}), v = randn({ctx[s], Hkv, D});
+      Tensor k = gauss({ctx[s], Hkv, D}), v = gauss({ctx[s], Hkv, D});
       K.emplace_back(k.data<float>(), k.data<float>() + k.numel());
       V.emplace_back(v.data<float>(), v.data<float>() + v.numel());
       Tensor slots = Tensor::empty({ctx[s]}, DType::I32);
@@ -397,7 +397,7 @@ TEST(Ops, PagedAttentionMixedBatch) {
       reshape_and_cache(k, v, kc, vc, slots);
     }
     const int64_t T = meta.query_start_loc.back();
-    Tensor q = randn({T, Hq, D});
+    Tensor q = gauss({T, Hq, D});
     Tensor out = Tensor::empty({T, Hq, D}, DType::F32);
     const float scale = 0.3f;
     paged_attention(q, kc, vc, meta, scale, window, out);
@@ -431,12 +431,12 @@ TEST(Ops, PagedAttentionMixedBatch) {
 }
 
 TEST(Ops, FrontEndRejectsBadShapes) {
-  Tensor x = randn({2, 8}), w = randn({3, 9});
+  Tensor x = gauss({2, 8}), w = gauss({3, 9});
   Tensor out = Tensor::empty({2, 3}, DType::F32);
   EXPECT_THROW(matmul(x, w, out), Error);
-  Tensor wq = quantize(randn({3, 64}), DType::Q8_0);
+  Tensor wq = quantize(gauss({3, 64}), DType::Q8_0);
   Tensor bad = Tensor::empty({2, 4}, DType::F32);
-  EXPECT_THROW(matmul(randn({2, 64}), wq, bad), Error);  // out has the wrong width
+  EXPECT_THROW(matmul(gauss({2, 64}), wq, bad), Error);  // out has the wrong width
   EXPECT_THROW(Tensor::empty({2, 33}, DType::Q4_0), Error);  // not block aligned
 }
 

@@ -12,7 +12,7 @@ using namespace vllm::structured;
 
 namespace {
 
-std::shared_ptr<const TokenVocab> byte_vocab() {
+std::shared_ptr<const TokenVocab> byte_token_vocab() {
   std::vector<std::optional<std::string>> bytes;
   for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
   bytes.push_back(std::nullopt);
@@ -40,13 +40,13 @@ std::shared_ptr<const CompiledGrammar> tag_grammar(const std::string& tag,
 }
 
 bool accepts(const std::string& tag, const std::string& text) {
-  GrammarMatcher m(tag_grammar(tag, byte_vocab()));
+  GrammarMatcher m(tag_grammar(tag, byte_token_vocab()));
   return m.accept_bytes(text) && m.is_accepting();
 }
 
 // A prefix of some accepted text: the matcher takes every byte.
 bool viable(const std::string& tag, const std::string& text) {
-  GrammarMatcher m(tag_grammar(tag, byte_vocab()));
+  GrammarMatcher m(tag_grammar(tag, byte_token_vocab()));
   return m.accept_bytes(text);
 }
 
@@ -117,7 +117,7 @@ TEST(StructuralTag, TriggeredTagsFormat) {
 TEST(StructuralTag, ErrorsNameWhatIsUnsupported) {
   auto message = [](const std::string& tag) -> std::string {
     try {
-      tag_grammar(tag, byte_vocab());
+      tag_grammar(tag, byte_token_vocab());
     } catch (const Error& e) {
       return e.what();
     }
