@@ -313,13 +313,24 @@ Value f_round(Evaluator&, const Value& v, CallArgs& a) {
 
 Value f_unique(Evaluator&, const Value& v, CallArgs& a) {
   auto p = bind("unique", a, {{"case_sensitive", Value(false)}, {"attribute", Value(nullptr)}});
+  // jinja2 keeps a set of the keys seen: a hash table here too (a scan of all earlier keys was
+  // quadratic, seconds past the time limit for 30,000 items). Each key compared is a step.
   std::vector<Value> out, seen;
+  std::unordered_multimap<size_t, size_t> index;  // py_hash of a key -> its place in seen
   for (const auto& item : iterate(v)) {
     Value key = sort_key(item, p[1], p[0].truthy());
     if (key.is_dict() || (key.is_list() && !key.is_tuple()) || key.is_namespace()) {
-      raise("TypeError", "unhashable type: '" + key.type_name() + "'");  // jinja2 keeps a set
+      raise("TypeError", "unhashable type: '" + key.type_name() + "'");
     }
-    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return py_equal(s, key); })) {
+    const size_t h = py_hash(key);
+    const auto [first, last] = index.equal_range(h);
+    bool repeated = false;
+    for (auto it = first; it != last && !repeated; ++it) {
+      charge_steps(1);
+      repeated = py_equal(seen[it->second], key);
+    }
+    if (!repeated) {
+      index.emplace(h, seen.size());
       seen.push_back(std::move(key));
       out.push_back(item);
     }

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "tokenizer/jinja_strings.h"
 
@@ -339,6 +340,27 @@ std::string Value::repr() const {
     case Type::Callable: return "<function " + callable().name + ">";
   }
   return "";
+}
+
+size_t py_hash(const Value& v) {
+  NestingGuard guard;
+  if (v.is_number()) {
+    const double d = v.as_double();
+    // Integral values hash as integers, so that 1, 1.0 and True meet.
+    if (!v.is_float() || (d == std::trunc(d) && std::fabs(d) < 9.2e18))
+      return std::hash<int64_t>{}(v.is_float() ? static_cast<int64_t>(d) : v.as_int());
+    return std::hash<double>{}(d);
+  }
+  switch (v.type()) {
+    case Value::Type::String: return std::hash<std::string_view>{}(v.str());
+    case Value::Type::List: {
+      size_t h = 0x9e3779b97f4a7c15ULL;
+      for (const Value& item : v.list()) h = (h ^ py_hash(item)) * 0x100000001b3ULL;
+      return h;
+    }
+    case Value::Type::Callable: return std::hash<const void*>{}(&v.callable());
+    default: return static_cast<size_t>(v.type());
+  }
 }
 
 bool py_equal(const Value& a, const Value& b) {

@@ -200,6 +200,9 @@ inline bool Dict::empty() const { return items_.empty(); }
 inline void Dict::reserve(size_t n) { items_.reserve(n); }
 
 bool py_equal(const Value& a, const Value& b);
+// A hash of a hashable value (number, string, none, tuple of hashables, callable) that agrees
+// with py_equal: equal values hash alike (1, 1.0 and True too).
+size_t py_hash(const Value& v);
 // Python's a <op> b (op one of < <= > >=) for numbers, strings and same-kind sequences;
 // throws TypeError for other pairs and UndefinedError for undefined operands.
 bool py_compare(const Value& a, const Value& b, std::string_view op);
