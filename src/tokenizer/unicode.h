@@ -52,6 +52,17 @@ inline int decompose(char32_t c, char32_t out[3]) {
   out[2] = kTBase + s % kTCount;
   return 3;
 }
+
+// The syllable that leading jamo + vowel, or LV syllable + trailing jamo, compose to; 0 for any
+// other pair.
+inline char32_t compose(char32_t a, char32_t b) {
+  if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount)
+    return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
+  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase &&
+      b < kTBase + kTCount)
+    return a + (b - kTBase);
+  return 0;
+}
 }  // namespace hangul
 
 }  // namespace vllm::tok

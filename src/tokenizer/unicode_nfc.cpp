@@ -21,8 +21,6 @@ struct Decomposition {
 };
 #include "tokenizer/unicode_nfc_data.inc"
 
-using namespace hangul;
-
 struct Tables {
   std::unordered_map<char32_t, const Decomposition*> decomposition;
   std::unordered_map<uint64_t, char32_t> composition;  // (first << 21 | second) -> composite
@@ -67,11 +65,7 @@ void decompose(char32_t c, std::vector<char32_t>& out) {
 }
 
 std::optional<char32_t> compose_pair(char32_t a, char32_t b) {
-  if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount)
-    return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
-  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase &&
-      b < kTBase + kTCount)
-    return a + (b - kTBase);
+  if (const char32_t syllable = hangul::compose(a, b)) return syllable;
   const auto& map = tables().composition;
   const auto it = map.find((static_cast<uint64_t>(a) << 21) | b);
   if (it == map.end()) return std::nullopt;
