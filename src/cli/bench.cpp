@@ -25,6 +25,7 @@ struct BenchArgs {
   int repeats = 3;
   std::string device = "cpu";
   std::string dtype = "auto";
+  std::string quantization;
   std::string cpu_order = "batch-invariant";
   bool enforce_eager = false;
 };
@@ -34,7 +35,8 @@ int run_latency(const BenchArgs& a) {
   set_cpu_order(parse_cpu_order(a.cpu_order));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   const auto t_load = std::chrono::steady_clock::now();
-  LoadedModel m = load_model(path, {}, parse_device(a.device), 0, 1, parse_dtype(a.dtype));
+  LoadedModel m = load_model(path, {}, parse_device(a.device), 0, 1, parse_dtype(a.dtype),
+                             a.quantization);
   m.model->set_enforce_eager(a.enforce_eager);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
@@ -84,6 +86,7 @@ void add_bench(CLI::App& app) {
   lat->add_option("--repeats", args->repeats)->check(CLI::Range(1, 100));
   lat->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   add_dtype_option(*lat, args->dtype);
+  add_quantization_option(*lat, args->quantization);
   lat->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs");
   add_cpu_order_option(*lat, args->cpu_order);
   lat->callback([args] { std::exit(run_guarded([&] { return run_latency(*args); })); });

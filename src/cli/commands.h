@@ -15,6 +15,8 @@ int64_t parse_bytes(const std::string& s);  // "4GiB", "512MiB", "1e9" or plain 
 void add_cpu_order_option(CLI::App& cmd, std::string& order);
 // --dtype (model/load.h parse_dtype), with its help.
 void add_dtype_option(CLI::App& cmd, std::string& dtype);
+// --quantization (model/quantization.h: fp8 or none), with its help.
+void add_quantization_option(CLI::App& cmd, std::string& quantization);
 
 // Runs fn, turning vllm::Error and std::exception into "error: ..." on stderr and exit 1.
 int run_guarded(const std::function<int()>& fn);

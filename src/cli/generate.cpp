@@ -45,6 +45,7 @@ struct GenerateArgs {
   double gpu_memory_utilization = 0.9;
   std::string device = "cpu";
   std::string dtype = "auto";
+  std::string quantization;
   std::string cpu_order = "batch-invariant";
   bool enforce_eager = false;
   bool no_prefix_caching = false;
@@ -68,6 +69,13 @@ void add_dtype_option(CLI::App& cmd, std::string& dtype) {
                  "(half) or float32 (float); only auto on the CPU")
       ->check(CLI::IsMember({"auto", "bfloat16", "float16", "half", "float32", "float"}))
       ->capture_default_str();
+}
+
+void add_quantization_option(CLI::App& cmd, std::string& quantization) {
+  cmd.add_option("--quantization", quantization,
+                 "fp8: quantize a float checkpoint's linear weights to FP8 (e4m3, one scale a "
+                 "tensor) at load; FP8 checkpoints are read as FP8 without it. none: as stored")
+      ->check(CLI::IsMember({"fp8", "none"}));
 }
 
 int64_t parse_bytes(const std::string& s) {
@@ -102,7 +110,8 @@ int run_generate(const GenerateArgs& a) {
   // The context served picks LongRoPE's factors: the engine's in batch mode, else the
   // generator's.
   const int served = a.input.empty() ? a.max_model_len : a.engine.max_model_len;
-  LoadedModel m = load_model(path, {}, device, served, 1, parse_dtype(a.dtype));
+  LoadedModel m =
+      load_model(path, {}, device, served, 1, parse_dtype(a.dtype), a.quantization);
   m.model->set_enforce_eager(a.enforce_eager);
   if (!a.input.empty() || !a.output.empty()) {
     if (a.input.empty() || a.output.empty()) throw Error("--input and --output go together");
@@ -184,6 +193,7 @@ void add_generate(CLI::App& app) {
                 "Windowed layers keep every block, as global layers do");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   add_dtype_option(*cmd, args->dtype);
+  add_quantization_option(*cmd, args->quantization);
   cmd->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs for decode steps");
   add_cpu_order_option(*cmd, args->cpu_order);
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,

@@ -207,4 +207,11 @@ Tensor SafetensorsModel::tensor(std::string_view name) const {
   return view_bytes(file, file->data() + t.offset, t.shape, *dtype);
 }
 
+std::span<const uint8_t> SafetensorsModel::bytes(std::string_view name) const {
+  file_of(name);  // throws naming the checkpoint if missing
+  const TensorInfo& t = *find(name);
+  const uint8_t* base = shards_[t.shard]->data() + t.offset;
+  return {base, static_cast<size_t>(t.nbytes)};
+}
+
 }  // namespace vllm

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,9 @@ class SafetensorsModel {
   // F32/F16/BF16 only: a zero-copy view when aligned (else a copy); throws naming the
   // tensor, its dtype and its file for anything else.
   Tensor tensor(std::string_view name) const;
+  // The stored bytes of `name`, whatever its dtype (find() gives dtype and shape); throws if
+  // missing.
+  std::span<const uint8_t> bytes(std::string_view name) const;
 
  private:
   SafetensorsModel() = default;

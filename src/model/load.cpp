@@ -7,6 +7,7 @@
 #include "loader/safetensors.h"
 #include "model/arch.h"
 #include "model/bert.h"
+#include "model/quantization.h"
 #include "model/tensor_parallel.h"
 #include "util/check.h"
 
@@ -95,7 +96,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
 
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer,
                        Device device, int max_model_len, int tensor_parallel_size,
-                       std::optional<DType> dtype) {
+                       std::optional<DType> dtype, const std::string& quantization) {
   LoadedModel out;
   out.path = path;
   const fs::path p(path);
@@ -108,14 +109,19 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
                   "and POST /v1/embeddings");
     nlohmann::json gen;
     if (const fs::path g = p / "generation_config.json"; fs::exists(g)) gen = read_json_file(g);
-    ModelConfig config = config_from_hf(read_json_file(cfg), gen);
+    const nlohmann::json hf = read_json_file(cfg);
+    ModelConfig config = config_from_hf(hf, gen);
     config.max_model_len = max_model_len;
     config.dtype = dtype;
-    auto weights = make_safetensors_source(SafetensorsModel::open(path));
+    const QuantConfig quant = parse_quant_config(hf, quantization);
+    auto weights = make_quantized_source(SafetensorsModel::open(path), quant);
     build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size);
     if (fs::exists(p / "tokenizer.json")) out.tokenizer = Tokenizer::from_dir(path);
     return out;
   }
+  if (!quantization.empty() && quantization != "none")
+    throw Error("--quantization " + quantization + ": " + path +
+                " is a GGUF file, whose weights keep their stored types");
   auto gguf = GgufFile::open(path);
   ModelConfig config = config_from_gguf(*gguf);
   config.max_model_len = max_model_len;

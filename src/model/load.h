@@ -24,10 +24,12 @@ struct LoadedModel {
 // it picks LongRoPE's factors (ModelConfig::max_model_len).
 // tensor_parallel_size > 1 loads one shard per rank (model/tensor_parallel.h), each rank
 // reading only its slices, joined by thread communicators (CPU only so far). dtype: --dtype
-// (ModelConfig::dtype; see parse_dtype).
+// (ModelConfig::dtype; see parse_dtype). quantization: --quantization ("", "none" or "fp8";
+// model/quantization.h), for Hugging Face directories only.
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer = {},
                        Device device = kCpu, int max_model_len = 0,
-                       int tensor_parallel_size = 1, std::optional<DType> dtype = std::nullopt);
+                       int tensor_parallel_size = 1, std::optional<DType> dtype = std::nullopt,
+                       const std::string& quantization = {});
 // --dtype as vLLM spells it: "auto" (unset), "bfloat16", "float16" or "half", "float32" or
 // "float". Throws on anything else, naming the choices.
 std::optional<DType> parse_dtype(const std::string& name);

@@ -17,6 +17,7 @@ const DTypeInfo& dtype_info(DType t) {
       {"q5_K", kQKK, sizeof(BlockQ5_K), true},
       {"q6_K", kQKK, sizeof(BlockQ6_K), true},
       {"q5_0", kQK, sizeof(BlockQ5_0), true},
+      {"fp8_e4m3", kFp8Block, sizeof(BlockFp8E4M3), true},
   };
   return kInfo[static_cast<int>(t)];
 }
@@ -77,6 +78,34 @@ uint16_t f32_to_f16(float f) {
   r >>= 13;
   if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) ++r;
   return uint16_t(sign | r);
+}
+
+uint8_t f32_to_fp8_e4m3(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint8_t sign = uint8_t((x >> 24) & 0x80);
+  x &= 0x7fffffff;
+  if (x > 0x7f800000) return sign | 0x7f;  // NaN
+  // 464 = 0x43e80000 is halfway between 448 (the largest finite) and 480: it rounds to 448's
+  // even mantissa; anything above rounds past the format.
+  if (x > 0x43e80000) return sign | 0x7f;
+  if (x < 0x3c800000) {  // below 2^-6: a subnormal (step 2^-9) or zero
+    // x's value / 2^-9, rounded to nearest even: the 24-bit significand shifted right.
+    const int32_t e = int32_t(x >> 23);  // biased; the value is m * 2^(e - 150)
+    if (e < 127 - 11) return sign;       // below 2^-11, a quarter step: rounds to 0
+    const uint32_t m = (x & 0x7fffff) | 0x800000;
+    const uint32_t shift = uint32_t(150 - 9 - e);  // m * 2^(e-150) / 2^-9 = m >> shift
+    uint32_t r = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) ++r;
+    return uint8_t(sign | r);  // r == 8 carries into the smallest normal, 0x08
+  }
+  // Normal: rebias 127 -> 7 and keep 3 mantissa bits, rounding the 20 dropped ones.
+  uint32_t r = x - ((127u - 7u) << 23);
+  const uint32_t rem = r & 0xfffff;
+  r >>= 20;
+  if (rem > 0x80000 || (rem == 0x80000 && (r & 1))) ++r;
+  return uint8_t(sign | r);
 }
 
 }  // namespace vllm

@@ -7,7 +7,12 @@
 
 namespace vllm {
 
-enum class DType : uint8_t { F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q5_0 };
+// FP8_E4M3: float8 e4m3fn values in rows of 32-element blocks, each with its f32 scale
+// (BlockFp8E4M3): FP8 checkpoints (per-tensor, per-channel and 2-D block scales all map onto
+// it exactly) and --quantization fp8 (model/quantization.h).
+enum class DType : uint8_t {
+  F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q5_0, FP8_E4M3
+};
 
 struct DTypeInfo {
   std::string_view name;
@@ -30,6 +35,12 @@ inline float bf16_to_f32(uint16_t b) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+inline float f32_nan_with_sign(bool negative) {
+  const uint32_t u = negative ? 0xffc00000u : 0x7fc00000u;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -37,6 +48,21 @@ inline uint16_t f32_to_bf16(float f) {
   u += 0x7fff + ((u >> 16) & 1);
   return uint16_t(u >> 16);
 }
+
+// ---- float8 e4m3fn (no infinities; S.1111.111 is NaN; largest finite 448) ----
+// Exact: every e4m3fn value is an f32 (NaN stays NaN).
+inline float fp8_e4m3_to_f32(uint8_t b) {
+  // The 7 magnitude bits shifted into f32's exponent and mantissa fields read as 2^-120 times
+  // the value, subnormals included (f32 subnormals then); 2^120 rescales exactly.
+  const uint32_t u = (uint32_t(b & 0x80) << 24) | (uint32_t(b & 0x7f) << 20);
+  float f;
+  std::memcpy(&f, &u, 4);
+  if ((b & 0x7f) == 0x7f) return f32_nan_with_sign(b & 0x80);
+  return f * 0x1p120f;
+}
+// Round to nearest even, as PyTorch's and ml_dtypes' float8_e4m3fn casts do: magnitudes that
+// round past 448 (>= 464) and NaN give NaN (0x7f with the sign); quantizers clamp first.
+uint8_t f32_to_fp8_e4m3(float f);
 
 // ---- GGUF block layouts ----
 inline constexpr int kQK = 32;    // block size of Q8_0, Q4_0, Q4_1, Q5_0
@@ -79,6 +105,13 @@ struct BlockQ6_K {
   int8_t scales[kQKK / 16];
   uint16_t d;
 };
+inline constexpr int kFp8Block = 32;  // elements per scale in FP8_E4M3 rows
+struct BlockFp8E4M3 {
+  float d;                 // scale: element j is d * fp8_e4m3_to_f32(qs[j])
+  uint8_t qs[kFp8Block];   // e4m3fn bytes
+};
+
+static_assert(sizeof(BlockFp8E4M3) == 36);
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 &&
               sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);

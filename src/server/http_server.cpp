@@ -546,6 +546,9 @@ int run_server(ServerConfig config) {
                 ": embedding models run on one rank (use 1)");
   if ((bert || cfg.runner == "pooling") && cfg.dtype)
     throw Error("--dtype: pooling models run on the CPU in the checkpoint's types (use auto)");
+  if ((bert || cfg.runner == "pooling") && !cfg.quantization.empty() &&
+      cfg.quantization != "none")
+    throw Error("--quantization: pooling models run in the checkpoint's types (leave it unset)");
   if (bert || cfg.runner == "pooling") {  // a pooling model: no generation engine
     const PoolingRuntime pooling = start_pooling(ctx, bert);
     return serve(ctx, signals);
@@ -561,7 +564,8 @@ int run_server(ServerConfig config) {
                  std::string(fill, '#').c_str(), std::string(kWidth - fill, ' ').c_str(), done,
                  total, done == total ? "\n" : "");
     std::fflush(stderr);
-  }, cfg.device, cfg.engine.max_model_len, cfg.tensor_parallel_size, cfg.dtype);
+  }, cfg.device, cfg.engine.max_model_len, cfg.tensor_parallel_size, cfg.dtype,
+     cfg.quantization);
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
   model.model->set_enforce_eager(cfg.enforce_eager);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

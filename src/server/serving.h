@@ -38,6 +38,7 @@ struct ServerConfig {
   Device device;                               // where the weights, KV cache and kernels live
   bool enforce_eager = false;                  // no CUDA graphs
   std::optional<DType> dtype;                 // --dtype (unset: auto)
+  std::string quantization;                   // --quantization ("", none or fp8)
   int tensor_parallel_size = 1;               // ranks, each a thread with its own shard (CPU)
   std::vector<std::string> served_model_names;  // the first one is the default
   std::string host = "127.0.0.1";

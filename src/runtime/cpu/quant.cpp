@@ -121,6 +121,14 @@ void dequant_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
   }
 }
 
+// Each product rounded once to f32, as PyTorch's `w.float() * scale` dequantization.
+void dequant_fp8_e4m3(const BlockFp8E4M3* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kFp8Block) {
+    const float d = x[i].d;
+    for (int j = 0; j < kFp8Block; ++j) y[j] = fp8_e4m3_to_f32(x[i].qs[j]) * d;
+  }
+}
+
 }  // namespace
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
@@ -145,6 +153,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q4_K: dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb); return;
     case DType::Q5_K: dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb); return;
     case DType::Q6_K: dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb); return;
+    case DType::FP8_E4M3: dequant_fp8_e4m3(static_cast<const BlockFp8E4M3*>(src), dst, nb); return;
     case DType::I32: break;
   }
   VLLM_CHECK(false, "cannot dequantize ", dtype_name(type));
