@@ -75,6 +75,15 @@ float dot_f32(const float* x, const float* y, int64_t n) {
   return s;
 }
 
+Fp8DotFn fp8_dot() {
+  switch (detected_isa()) {
+    case Isa::Avx512Vnni: return avx512::dot_fp8_e4m3;
+    case Isa::Avx2: return avx2::dot_fp8_e4m3;
+    case Isa::Scalar: break;
+  }
+  return nullptr;
+}
+
 void axpy_f32(float a, const float* x, float* y, int64_t n) {
   switch (detected_isa()) {
     case Isa::Avx512Vnni: return avx512::axpy_f32(a, x, y, n);

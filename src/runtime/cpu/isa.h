@@ -15,9 +15,14 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 void round_to_f16(float* x, int64_t n);  // in place: x = f32(f16(x))
 void quantize_row_q8_1_fast(const float* x, BlockQ8_1* y, int64_t n);  // dispatched
+// dot_f32(dequantized w, a, 32 * nb) bit for bit, straight from the e4m3 blocks; null where
+// only the scalar dot_f32 runs (dequantize a row and call dot_f32 there).
+using Fp8DotFn = float (*)(const BlockFp8E4M3* w, const float* a, int64_t nb);
+Fp8DotFn fp8_dot();
 
 namespace avx2 {
 void round_to_f16(float* x, int64_t n);
+float dot_fp8_e4m3(const BlockFp8E4M3* w, const float* a, int64_t nb);
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 QDotFn qdot(DType type);
 QGemmFn qgemm(DType type);
@@ -27,6 +32,7 @@ void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 }  // namespace avx2
 namespace avx512 {
 void round_to_f16(float* x, int64_t n);
+float dot_fp8_e4m3(const BlockFp8E4M3* w, const float* a, int64_t nb);
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 QDotFn qdot(DType type);
 QGemmFn qgemm(DType type);

@@ -1,7 +1,7 @@
 // CPU matmul and embedding. Weights stay in their stored type: 32-element block types and
 // K-quants are multiplied in int8 against activations quantised once per call (as llama.cpp
 // does: Q8_1-style blocks of 32, Q8_K blocks of 256); other types are expanded to f32 a tile
-// of rows at a time.
+// of rows at a time (FP8 rows of up to four tokens multiply straight from their bytes).
 #include <algorithm>
 #include <vector>
 
@@ -101,7 +101,10 @@ void matmul_kquant(const Tensor& x, const Tensor& w, Tensor& out, bool accumulat
 void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   const int64_t num_tiles = (N + kRowTile - 1) / kRowTile;
-  const bool direct = w.dtype() == DType::F32;
+  // FP8 rows of a few tokens' products go straight from their bytes (the same sums); more
+  // tokens share one dequantized tile.
+  const Fp8DotFn fp8 = w.dtype() == DType::FP8_E4M3 && M <= 4 ? fp8_dot() : nullptr;
+  const bool direct = w.dtype() == DType::F32 || fp8;
   const bool half = w.dtype() == DType::F16 || w.dtype() == DType::BF16;
   std::vector<float> rounded(half ? static_cast<size_t>(M * K) : 0);
   if (half)
@@ -130,7 +133,9 @@ void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) 
         for (int64_t n = n0; n < n1; ++n) {
           const float* wr = direct ? reinterpret_cast<const float*>(w.row(n))
                                    : tile.data() + (n - n0) * K;
-          const float v = dot_f32(wr, a, K);
+          const float v =
+              fp8 ? fp8(reinterpret_cast<const BlockFp8E4M3*>(w.row(n)), a, K / kFp8Block)
+                  : dot_f32(wr, a, K);
           o[n] = accumulate ? o[n] + v : v;
         }
       }
