@@ -80,11 +80,13 @@ void BM_ReadBandwidth(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
-BENCHMARK_CAPTURE(BM_Matmul, f32, DType::F32)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Matmul, bf16, DType::BF16)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Matmul, q8_0, DType::Q8_0)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Matmul, fp8_e4m3, DType::FP8_E4M3)
-    ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
+#define MATMUL_CASE(name, type)                                               \
+  BENCHMARK_CAPTURE(BM_Matmul, name, type)->Arg(1)->Arg(8)->UseRealTime()->Unit( \
+      benchmark::kMillisecond)
+MATMUL_CASE(f32, DType::F32);
+MATMUL_CASE(bf16, DType::BF16);
+MATMUL_CASE(q8_0, DType::Q8_0);
+MATMUL_CASE(fp8_e4m3, DType::FP8_E4M3);
 
 BENCHMARK_MAIN();
