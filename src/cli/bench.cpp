@@ -26,6 +26,7 @@ struct BenchArgs {
   std::string device = "cpu";
   std::string dtype = "auto";
   std::string quantization;
+  std::string kv_cache_dtype = "auto";
   std::string cpu_order = "batch-invariant";
   bool enforce_eager = false;
 };
@@ -38,6 +39,7 @@ int run_latency(const BenchArgs& a) {
   LoadedModel m = load_model(path, {}, parse_device(a.device), 0, 1, parse_dtype(a.dtype),
                              a.quantization);
   m.model->set_enforce_eager(a.enforce_eager);
+  m.set_kv_cache_dtype(a.kv_cache_dtype);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   std::mt19937 rng(0);
@@ -87,6 +89,7 @@ void add_bench(CLI::App& app) {
   lat->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   add_dtype_option(*lat, args->dtype);
   add_quantization_option(*lat, args->quantization);
+  add_kv_cache_dtype_option(*lat, args->kv_cache_dtype);
   lat->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs");
   add_cpu_order_option(*lat, args->cpu_order);
   lat->callback([args] { std::exit(run_guarded([&] { return run_latency(*args); })); });

@@ -17,6 +17,8 @@ void add_cpu_order_option(CLI::App& cmd, std::string& order);
 void add_dtype_option(CLI::App& cmd, std::string& dtype);
 // --quantization (model/quantization.h: fp8 or none), with its help.
 void add_quantization_option(CLI::App& cmd, std::string& quantization);
+// --kv-cache-dtype (DecoderModel::set_kv_cache_dtype: auto, fp8, fp8_e4m3), with its help.
+void add_kv_cache_dtype_option(CLI::App& cmd, std::string& kv_cache_dtype);
 
 // Runs fn, turning vllm::Error and std::exception into "error: ..." on stderr and exit 1.
 int run_guarded(const std::function<int()>& fn);

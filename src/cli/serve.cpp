@@ -28,7 +28,7 @@ struct ServeArgs {
   std::vector<std::string> served_model_names;
   std::string kv_cache_memory, chat_template, dtype = "auto", log_level = "info", device = "cpu";
   std::string cpu_order = "batch-invariant";
-  std::string quantization;
+  std::string quantization, kv_cache_dtype = "auto";
   double gpu_memory_utilization = -1;
   int tensor_parallel_size = 1;
   int threads = 0;
@@ -72,6 +72,7 @@ int run_serve(ServeArgs& a) {
   c.device = parse_device(a.device);
   c.dtype = parse_dtype(a.dtype);
   c.quantization = a.quantization;
+  c.kv_cache_dtype = a.kv_cache_dtype;
   c.tensor_parallel_size = a.tensor_parallel_size;
   set_cpu_order(parse_cpu_order(a.cpu_order));
   if (!a.kv_cache_memory.empty()) c.engine.kv_cache_memory = parse_bytes(a.kv_cache_memory);
@@ -156,6 +157,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Base seed for requests without their own")->capture_default_str();
   add_dtype_option(*cmd, a->dtype);
   add_quantization_option(*cmd, a->quantization);
+  add_kv_cache_dtype_option(*cmd, a->kv_cache_dtype);
   cmd->add_option("--tensor-parallel-size", a->tensor_parallel_size,
                   "Ranks the model is split over (Megatron-style); CPU only so far: each rank is "
                   "a thread with its share of the cores");

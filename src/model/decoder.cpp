@@ -380,6 +380,17 @@ void DecoderModel::make_kv_cache_groups() {
   group_size_ = static_cast<int>(size);
 }
 
+void DecoderModel::set_kv_cache_dtype(const std::string& name) {
+  if (name.empty() || name == "auto") return;
+  if (name != "fp8" && name != "fp8_e4m3")
+    throw Error("--kv-cache-dtype " + name + ": supported are auto, fp8 and fp8_e4m3");
+  if (device_.kind != DeviceKind::Cpu)
+    throw Error("--kv-cache-dtype " + name + " runs on the CPU only so far");
+  if (is_mla())
+    throw Error("--kv-cache-dtype " + name + ": not with multi-head latent attention yet");
+  kv_dtype_ = DType::F8_E4M3;
+}
+
 int64_t DecoderModel::kv_bytes_per_layer_token() const {
   const int64_t elems =
       is_mla() ? config_.mla.cache_row_width : int64_t(2) * config_.kv_size();

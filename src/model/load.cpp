@@ -72,6 +72,11 @@ std::vector<const DecoderModel*> LoadedModel::ranks() const {
   return out;
 }
 
+void LoadedModel::set_kv_cache_dtype(const std::string& name) {
+  model->set_kv_cache_dtype(name);
+  for (auto& m : other_ranks) m->set_kv_cache_dtype(name);
+}
+
 std::optional<DType> parse_dtype(const std::string& name) {
   if (name == "auto") return std::nullopt;
   if (name == "bfloat16") return DType::BF16;

@@ -18,6 +18,8 @@ struct LoadedModel {
   const ModelConfig& config() const { return model->config(); }
   // Every rank's shard, rank 0 first (only `model` without tensor parallelism).
   std::vector<const DecoderModel*> ranks() const;
+  // DecoderModel::set_kv_cache_dtype on every rank (--kv-cache-dtype).
+  void set_kv_cache_dtype(const std::string& name);
 };
 
 // max_model_len: the context the engine will serve, if the user set one (0: the model's own);

@@ -18,6 +18,7 @@ const DTypeInfo& dtype_info(DType t) {
       {"q6_K", kQKK, sizeof(BlockQ6_K), true},
       {"q5_0", kQK, sizeof(BlockQ5_0), true},
       {"fp8_e4m3", kFp8Block, sizeof(BlockFp8E4M3), true},
+      {"f8_e4m3", 1, 1, false},
   };
   return kInfo[static_cast<int>(t)];
 }

@@ -568,6 +568,7 @@ int run_server(ServerConfig config) {
      cfg.quantization);
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
   model.model->set_enforce_eager(cfg.enforce_eager);
+  model.set_kv_cache_dtype(cfg.kv_cache_dtype);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto core = std::make_unique<EngineCore>(model.ranks(), model.tokenizer.get(), cfg.engine);
   char line[160];

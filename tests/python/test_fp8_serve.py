@@ -5,6 +5,7 @@ all at once. Prompts go in as token ids (the tiny tokenizer only lets the server
 import concurrent.futures
 import json
 import pathlib
+import re
 
 import pytest
 import requests
@@ -74,3 +75,33 @@ def test_quantization_errors_are_clear(binary, model):
     r = run(binary, "serve", str(FP8 / "llama_tensor"), "--quantization", "awq")
     assert r.returncode != 0
     assert "--quantization" in r.stderr, r.stderr
+
+
+def test_kv_cache_dtype_fp8_serves_and_reports_the_smaller_cache(binary, model):
+    srv = ServerProcess(binary, model, "--kv-cache-dtype", "fp8").wait_ready()
+    try:
+        r = requests.post(srv.url + "/v1/completions", timeout=60, json={
+            "model": MODEL_NAME, "prompt": "The capital of France is", "max_tokens": 8,
+            "temperature": 0})
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["completion_tokens"] == 8
+        log = srv.output()
+    finally:
+        assert srv.stop() == 0
+    plain = ServerProcess(binary, model).wait_ready()
+    try:
+        plain_log = plain.output()
+    finally:
+        assert plain.stop() == 0
+    # The same --kv-cache-memory holds twice the tokens of the f16 cache, at one byte a value
+    # (give or take the block the halving leaves over).
+    fp8, f16 = [int(re.search(r"KV cache size: (\d+) tokens", text).group(1))
+                for text in (log, plain_log)]
+    assert 2 * f16 <= fp8 <= 2 * f16 + 16, (log, plain_log)
+
+
+def test_kv_cache_dtype_errors_are_clear(binary, model):
+    r = run(binary, "serve", model, "--kv-cache-dtype", "fp8_e5m2")
+    assert r.returncode != 0 and "--kv-cache-dtype" in r.stderr, r.stderr
+    r = run(binary, "serve", str(TINY / "deepseek_v3"), "--kv-cache-dtype", "fp8", "--port", "0")
+    assert r.returncode != 0 and "latent attention" in r.stderr, r.stderr

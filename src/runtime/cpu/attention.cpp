@@ -1,7 +1,10 @@
 // CPU paged attention: KV written into fixed-size blocks by slot, attention read back
-// through each sequence's block table. Caches are [num_blocks, block_size, Hkv, D], f32 or
-// f16. With an f16 cache the arithmetic is ggml's, operation for operation (ggml_order.h):
-// q and the softmax weights rounded to f16, every sum in ggml's order, ggml's expf.
+// through each sequence's block table. Caches are [num_blocks, block_size, Hkv, D], f32, f16
+// or e4m3. With an f16 cache the arithmetic is ggml's, operation for operation (ggml_order.h):
+// q and the softmax weights rounded to f16, every sum in ggml's order, ggml's expf. An e4m3
+// cache (--kv-cache-dtype fp8) holds K and V with scale 1, as vLLM's default: each element
+// clamped to +-448 and rounded to nearest even; attention reads them back as f32.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -17,8 +20,12 @@ void CpuBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_c
                                    Tensor& v_cache, const Tensor& slot_mapping) {
   const int64_t block_size = k_cache.size(1);
   const int64_t nk = k.size(1) * k.size(2), nv = v.size(1) * v.size(2);
-  const bool half = k_cache.dtype() == DType::F16;
+  const bool half = k_cache.dtype() == DType::F16, fp8 = k_cache.dtype() == DType::F8_E4M3;
   const int32_t* slots = slot_mapping.data<int32_t>();
+  const auto to_fp8 = [](const float* x, char* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<char>(f32_to_fp8_e4m3(std::clamp(x[i], -448.0f, 448.0f)));
+  };
   for (int64_t t = 0; t < k.size(0); ++t) {
     if (slots[t] < 0) continue;
     const int64_t blk = slots[t] / block_size, off = slots[t] % block_size;
@@ -29,6 +36,9 @@ void CpuBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_c
     if (half) {
       f32_to_f16_row(ks, reinterpret_cast<uint16_t*>(kd), nk);
       f32_to_f16_row(vs, reinterpret_cast<uint16_t*>(vd), nv);
+    } else if (fp8) {
+      to_fp8(ks, kd, nk);
+      to_fp8(vs, vd, nv);
     } else {
       std::memcpy(kd, ks, nk * sizeof(float));
       std::memcpy(vd, vs, nv * sizeof(float));
@@ -66,7 +76,7 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
   const int64_t T = q.size(0), Hq = q.size(1), D = q.size(2), Dv = v_cache.size(3);
   const int64_t Hkv = k_cache.size(2), block_size = k_cache.size(1);
   const int64_t group = Hq / Hkv;
-  const bool half = k_cache.dtype() == DType::F16;
+  const bool half = k_cache.dtype() == DType::F16, fp8 = k_cache.dtype() == DType::F8_E4M3;
   std::vector<int32_t> seq_of(static_cast<size_t>(T));
   for (int b = 0; b < meta.num_seqs(); ++b)
     for (int32_t t = meta.query_start_loc[b]; t < meta.query_start_loc[b + 1]; ++t) seq_of[t] = b;
@@ -74,6 +84,13 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
   const bool llamacpp_order = cpu_order() == CpuOrder::kLlamaCpp;
   cpu_pool().parallel_for(T * Hq, [&](int64_t i0, int64_t i1) {
     std::vector<float> scores, qbuf(static_cast<size_t>(D)), acc;
+    std::vector<float> wide(fp8 ? static_cast<size_t>(std::max(D, Dv)) : 0);
+    // A cached row as f32: in place, or (e4m3) widened into `wide`.
+    const auto row_f32 = [&](const char* p, int64_t n) {
+      if (!fp8) return reinterpret_cast<const float*>(p);
+      dequantize_row(DType::F8_E4M3, p, wide.data(), n);
+      return static_cast<const float*>(wide.data());
+    };
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t t = item / Hq, h = item % Hq, kvh = h / group;
       const int b = seq_of[t];
@@ -101,7 +118,7 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
         for_blocks([&](int64_t j, int64_t n) {
           for (int64_t r = 0; r < n; ++r) {
             const char* k = kv_at(k_cache, j) + r * k_cache.stride_bytes(1);
-            scores[j - first + r] = dot_f32(qv, reinterpret_cast<const float*>(k), D);
+            scores[j - first + r] = dot_f32(qv, row_f32(k, D), D);
           }
         });
         float mx = -INFINITY;
@@ -113,7 +130,7 @@ void CpuBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const T
         for_blocks([&](int64_t j, int64_t n) {
           for (int64_t r = 0; r < n; ++r) {
             const char* v = kv_at(v_cache, j) + r * v_cache.stride_bytes(1);
-            axpy_f32(scores[j - first + r] * inv, reinterpret_cast<const float*>(v), o, Dv);
+            axpy_f32(scores[j - first + r] * inv, row_f32(v, Dv), o, Dv);
           }
         });
         continue;

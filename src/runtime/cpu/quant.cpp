@@ -172,6 +172,11 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb); return;
     case DType::Q6_K: dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb); return;
     case DType::FP8_E4M3: dequant_fp8_e4m3(static_cast<const BlockFp8E4M3*>(src), dst, nb); return;
+    case DType::F8_E4M3: {
+      auto* s = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp8_e4m3_to_f32(s[i]);
+      return;
+    }
     case DType::I32: break;
   }
   VLLM_CHECK(false, "cannot dequantize ", dtype_name(type));
