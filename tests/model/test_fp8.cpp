@@ -1,7 +1,8 @@
 // FP8 weights (model/quantization.h) against fixtures/fp8 (tools/make_fp8_fixtures.py, with
 // ml_dtypes' float8_e4m3fn casts as the oracle): the conversions bit for bit, each FP8
 // checkpoint layout giving the logits of the same weights dequantized to f32 bit for bit, and
-// --quantization fp8 making vLLM's per-tensor recipe of a float checkpoint.
+// --quantization fp8 making vLLM's per-tensor recipe of a float checkpoint. Then the e4m3 KV
+// cache (--kv-cache-dtype fp8): what it stores, attention over it, and what it costs SmolLM2.
 #include <gtest/gtest.h>
 
 #include <bit>
