@@ -120,6 +120,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
     config.dtype = dtype;
     const QuantConfig quant = parse_quant_config(hf, quantization);
     auto weights = make_quantized_source(SafetensorsModel::open(path), quant);
+    out.weights = quant.describe();
     build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size);
     if (fs::exists(p / "tokenizer.json")) out.tokenizer = Tokenizer::from_dir(path);
     return out;
@@ -133,6 +134,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
   config.dtype = dtype;
   out.tokenizer = Tokenizer::from_gguf_vocab(vocab_from_gguf(*gguf));
   auto weights = make_gguf_source(gguf, config);
+  out.weights = "GGUF types as stored";
   build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size);
   return out;
 }

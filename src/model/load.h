@@ -15,6 +15,7 @@ struct LoadedModel {
   std::unique_ptr<DecoderModel> model;  // rank 0's shard under tensor parallelism
   std::vector<std::unique_ptr<DecoderModel>> other_ranks;  // ranks 1.. (tensor parallel)
   std::unique_ptr<Tokenizer> tokenizer;
+  std::string weights;  // how the weights were read, e.g. "fp8 checkpoint, 128x128 block scales"
   const ModelConfig& config() const { return model->config(); }
   // Every rank's shard, rank 0 first (only `model` without tensor parallelism).
   std::vector<const DecoderModel*> ranks() const;

@@ -571,10 +571,13 @@ int run_server(ServerConfig config) {
   model.set_kv_cache_dtype(cfg.kv_cache_dtype);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto core = std::make_unique<EngineCore>(model.ranks(), model.tokenizer.get(), cfg.engine);
-  char line[160];
-  std::snprintf(line, sizeof line, "model loaded in %.2f s on %s: %s, vocab %d, max_model_len %d",
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "model loaded in %.2f s on %s: %s, vocab %d, max_model_len %d, weights %s, "
+                "KV cache %s",
                 load_s, cfg.device.str().c_str(), model.config().architecture.c_str(),
-                model.config().vocab_size, core->max_model_len());
+                model.config().vocab_size, core->max_model_len(), model.weights.c_str(),
+                std::string(dtype_name(model.model->kv_dtype())).c_str());
   log_info(line);
   if (!core->memory_summary().empty()) log_info(core->memory_summary());
   log_info(core->kv_capacity().summary);
