@@ -75,15 +75,6 @@ float dot_f32(const float* x, const float* y, int64_t n) {
   return s;
 }
 
-void dequant_fp8_e4m3_fast(const BlockFp8E4M3* w, float* y, int64_t nb) {
-  switch (detected_isa()) {
-    case Isa::Avx512Vnni: return avx512::dequant_fp8_e4m3(w, y, nb);
-    case Isa::Avx2: return avx2::dequant_fp8_e4m3(w, y, nb);
-    case Isa::Scalar: break;
-  }
-  dequantize_row(DType::FP8_E4M3, w, y, nb * kFp8Block);
-}
-
 Fp8DotFn fp8_dot() {
   switch (detected_isa()) {
     case Isa::Avx512Vnni: return avx512::dot_fp8_e4m3;

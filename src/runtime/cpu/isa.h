@@ -19,8 +19,6 @@ void quantize_row_q8_1_fast(const float* x, BlockQ8_1* y, int64_t n);  // dispat
 // only the scalar dot_f32 runs (dequantize a row and call dot_f32 there).
 using Fp8DotFn = float (*)(const BlockFp8E4M3* w, const float* a, int64_t nb);
 Fp8DotFn fp8_dot();
-// dequantize_row of FP8_E4M3 blocks (the same values), vectorized where the CPU allows.
-void dequant_fp8_e4m3_fast(const BlockFp8E4M3* w, float* y, int64_t nb);
 
 namespace avx2 {
 void round_to_f16(float* x, int64_t n);

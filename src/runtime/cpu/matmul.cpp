@@ -125,14 +125,8 @@ void matmul_f32(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) 
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n0 = t * kRowTile, n1 = std::min(N, n0 + kRowTile);
       if (!direct)
-        for (int64_t n = n0; n < n1; ++n) {
-          float* dst = tile.data() + (n - n0) * K;
-          if (w.dtype() == DType::FP8_E4M3)
-            dequant_fp8_e4m3_fast(reinterpret_cast<const BlockFp8E4M3*>(w.row(n)), dst,
-                                  K / kFp8Block);
-          else
-            dequantize_row(w.dtype(), w.row(n), dst, K);
-        }
+        for (int64_t n = n0; n < n1; ++n)
+          dequantize_row(w.dtype(), w.row(n), tile.data() + (n - n0) * K, K);
       for (int64_t m = 0; m < M; ++m) {
         const float* a = half ? rounded.data() + m * K : reinterpret_cast<const float*>(x.row(m));
         float* o = reinterpret_cast<float*>(out.row(m));

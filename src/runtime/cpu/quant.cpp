@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/cpu/isa.h"
 #include "util/check.h"
 
 namespace vllm::cpu {
@@ -171,7 +172,15 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q4_K: dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb); return;
     case DType::Q5_K: dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb); return;
     case DType::Q6_K: dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb); return;
-    case DType::FP8_E4M3: dequant_fp8_e4m3(static_cast<const BlockFp8E4M3*>(src), dst, nb); return;
+    case DType::FP8_E4M3: {
+      auto* blocks = static_cast<const BlockFp8E4M3*>(src);
+      switch (detected_isa()) {  // the same values eight lanes at a time where the CPU allows
+        case Isa::Avx512Vnni: return avx512::dequant_fp8_e4m3(blocks, dst, nb);
+        case Isa::Avx2: return avx2::dequant_fp8_e4m3(blocks, dst, nb);
+        case Isa::Scalar: return dequant_fp8_e4m3(blocks, dst, nb);
+      }
+      return;
+    }
     case DType::F8_E4M3: {
       auto* s = static_cast<const uint8_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = fp8_e4m3_to_f32(s[i]);
