@@ -9,6 +9,7 @@
 
 #include "loader/safetensors.h"
 #include "runtime/cpu/quant.h"
+#include "runtime/thread_pool.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -252,14 +253,24 @@ std::unique_ptr<WeightSource> make_quantized_source(std::shared_ptr<SafetensorsM
 Tensor quantize_fp8_per_tensor(const Tensor& w) {
   VLLM_CHECK(w.ndim() == 2 && w.is_contiguous(), "quantize_fp8_per_tensor of ", w.shape_str());
   const int64_t N = w.size(0), K = w.size(1);
-  std::vector<float> f(static_cast<size_t>(N * K));
-  for (int64_t n = 0; n < N; ++n) cpu::dequantize_row(w.dtype(), w.row(n), f.data() + n * K, K);
-  float amax = 0;
-  for (float v : f) amax = std::max(amax, std::fabs(v));
+  // Rows on the CPU pool's threads (an 8B model has 7 G elements to convert at load).
+  std::vector<float> f(static_cast<size_t>(N * K)), row_amax(static_cast<size_t>(N));
+  cpu_pool().parallel_for(N, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      float* r = f.data() + n * K;
+      cpu::dequantize_row(w.dtype(), w.row(n), r, K);
+      float m = 0;
+      for (int64_t i = 0; i < K; ++i) m = std::max(m, std::fabs(r[i]));
+      row_amax[size_t(n)] = m;
+    }
+  });
+  const float amax = N > 0 ? *std::max_element(row_amax.begin(), row_amax.end()) : 0.0f;
   const float scale = amax > 0 ? amax / kFp8Max : 1.0f;
   std::vector<uint8_t> q(f.size());
-  for (size_t i = 0; i < f.size(); ++i)
-    q[i] = f32_to_fp8_e4m3(std::clamp(f[i] / scale, -kFp8Max, kFp8Max));
+  cpu_pool().parallel_for(N * K, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      q[size_t(i)] = f32_to_fp8_e4m3(std::clamp(f[size_t(i)] / scale, -kFp8Max, kFp8Max));
+  });
   return assemble_fp8(q.data(), N, K, [&](int64_t, int64_t) { return scale; });
 }
 

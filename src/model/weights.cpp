@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -182,6 +183,41 @@ void upload_as(const Tensor& src, DType dtype, void* dst, Device device) {
   }
 }
 
+// Whether every row of the host FP8_E4M3 tensor w has one scale in all its blocks (per-tensor
+// and per-channel checkpoints, --quantization fp8; not 2-D block scales across a row).
+bool fp8_rows_uniform(const Tensor& w) {
+  if (w.dtype() != DType::FP8_E4M3 || w.ndim() != 2 || !w.is_contiguous()) return false;
+  const int64_t blocks = w.size(1) / kFp8Block;
+  for (int64_t r = 0; r < w.size(0); ++r) {
+    const auto* b = reinterpret_cast<const BlockFp8E4M3*>(w.row(r));
+    for (int64_t j = 1; j < blocks; ++j)
+      if (std::memcmp(&b[j].d, &b[0].d, sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+// Writes the rows of host FP8_E4M3 `src` (one scale a row) as rows [row0, row0 + rows) of the
+// device tensor at `dst`, N rows of K in all, in the device layout of an FP8_E4M3 matmul weight
+// (runtime/cuda/gemv.cu reads it): the N x K e4m3 bytes row by row, then the N f32 row scales,
+// then padding to the host tensor's size (K / 32 * 36 bytes a row). Scales go to `scales`.
+void upload_fp8_rows(const Tensor& src, void* dst, int64_t row0, int64_t k,
+                     std::vector<float>& scales, Device device) {
+  const int64_t rows = src.size(0), blocks = k / kFp8Block;
+  const int64_t rows_per_piece = std::max<int64_t>(1, (int64_t(4) << 20) / k);
+  std::vector<uint8_t> piece(static_cast<size_t>(std::min(rows, rows_per_piece) * k));
+  for (int64_t r0 = 0; r0 < rows; r0 += rows_per_piece) {
+    const int64_t n = std::min(rows_per_piece, rows - r0);
+    for (int64_t r = 0; r < n; ++r) {
+      const auto* b = reinterpret_cast<const BlockFp8E4M3*>(src.row(r0 + r));
+      uint8_t* out = piece.data() + r * k;
+      for (int64_t j = 0; j < blocks; ++j) std::memcpy(out + j * kFp8Block, b[j].qs, kFp8Block);
+      scales[static_cast<size_t>(row0 + r0 + r)] = b[0].d;
+    }
+    backend_for(device).copy(static_cast<char*>(dst) + (row0 + r0) * k, device, piece.data(),
+                             kCpu, static_cast<size_t>(n * k));
+  }
+}
+
 }  // namespace
 
 Tensor place_weight(const Tensor& t, const WeightPlacement& where) {
@@ -267,7 +303,26 @@ Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tenso
     same_dtype &= w.dtype() == weights[0].dtype();
     lin.out_features += w.size(0);
   }
-  if (weights.size() == 1) {
+  // On a GPU (--dtype auto or bfloat16), FP8 weights with one scale a row stay FP8 in the
+  // device layout (upload_fp8_rows; used whole, never sliced): half the bytes of bf16,
+  // dequantized by the kernels that read them. Others are widened as compute_dtype says.
+  const bool keep_fp8 =
+      device.kind == DeviceKind::Cuda && (!where.dtype || *where.dtype == DType::BF16) &&
+      std::all_of(weights.begin(), weights.end(), [](const Tensor& w) {
+        return w.dtype() == DType::FP8_E4M3 && fp8_rows_uniform(w);
+      });
+  if (keep_fp8) {
+    Tensor f = Tensor::empty({lin.out_features, in}, DType::FP8_E4M3, device);
+    std::vector<float> scales(static_cast<size_t>(lin.out_features));
+    int64_t row = 0;
+    for (const Tensor& w : weights) {
+      upload_fp8_rows(w, f.raw(), row, in, scales, device);
+      row += w.size(0);
+    }
+    backend_for(device).copy(static_cast<char*>(f.raw()) + lin.out_features * in, device,
+                             scales.data(), kCpu, scales.size() * sizeof(float));
+    lin.parts = {f};
+  } else if (weights.size() == 1) {
     lin.parts = {place_weight(weights[0], where)};
   } else if (device.kind != DeviceKind::Cpu) {
     // Each part converted straight into its rows of the fused device tensor.

@@ -10,7 +10,9 @@ namespace vllm {
 // F8_E4M3: plain float8 e4m3fn elements (the KV cache of --kv-cache-dtype fp8, scale 1).
 // FP8_E4M3: float8 e4m3fn values in rows of 32-element blocks, each with its f32 scale
 // (BlockFp8E4M3): FP8 checkpoints (per-tensor, per-channel and 2-D block scales all map onto
-// it exactly) and --quantization fp8 (model/quantization.h).
+// it exactly) and --quantization fp8 (model/quantization.h). A GPU keeps only matmul weights
+// with one scale a row in this type, laid out its own way (same total bytes): the N x K e4m3
+// bytes, then the N f32 row scales, then padding (model/weights.cpp, upload_fp8_rows).
 enum class DType : uint8_t {
   F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q5_0, FP8_E4M3, F8_E4M3
 };

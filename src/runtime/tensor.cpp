@@ -140,6 +140,9 @@ Tensor Tensor::merge_last() const {
 
 Tensor Tensor::to(Device device) const {
   VLLM_CHECK(is_contiguous(), "to() of a non-contiguous tensor");
+  // A GPU holds FP8_E4M3 rows in its own layout (model/weights.cpp, Linear::fused).
+  VLLM_CHECK(dtype_ != DType::FP8_E4M3 || device.kind == this->device().kind,
+             "fp8_e4m3 tensors are not copied between devices (Linear::fused places them)");
   Tensor t = empty(std::span<const int64_t>(shape_.data(), ndim_), dtype_, device);
   Backend& be = backend_for(device.kind == DeviceKind::Cpu ? this->device() : device);
   be.copy(t.raw(), device, raw(), this->device(), static_cast<size_t>(nbytes()));

@@ -5,6 +5,7 @@
 // cache (--kv-cache-dtype fp8): what it stores, attention over it, and what it costs SmolLM2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "model/generator.h"
 #include "model/load.h"
 #include "model/quantization.h"
+#include "model/weights.h"
 #include "runtime/cpu/quant.h"
 #include "runtime/device.h"
 #include "runtime/ops.h"
@@ -369,4 +371,215 @@ TEST(Fp8KvCache, StoresRoundedValuesAndAttendsOverThem) {
   paged_attention(q, kc, vc, meta, 0.125f, 0, a);
   paged_attention(q, kf, vf, meta, 0.125f, 0, b);
   EXPECT_EQ(std::memcmp(a.raw(), b.raw(), size_t(a.nbytes())), 0);
+}
+
+// ---- FP8 weights on a GPU: kept FP8 (one scale a row), read by the GEMV as they are ----
+
+namespace {
+
+const Device kGpu{DeviceKind::Cuda, 0};
+
+// A random [n, k] weight as FP8_E4M3 with one scale a row, rows 2^-4..2^4 apart in size (a
+// kernel that dropped or misplaced a scale fails), with its exact f32 dequantization and that
+// rounded to bf16 (what a GPU computes with where the GEMV does not apply).
+struct Fp8Rows {
+  Tensor q, f32, bf16;
+};
+Fp8Rows gpu_fp8_rows(int64_t n, int64_t k, std::mt19937& rng) {
+  Fp8Rows w{Tensor::empty({n, k}, DType::FP8_E4M3), Tensor::empty({n, k}, DType::F32),
+            Tensor::empty({n, k}, DType::BF16)};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> octave(-4, 4);
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n; ++r) {
+    const float size = std::ldexp(0.05f, octave(rng));
+    float amax = 0.0f;
+    for (float& v : row) amax = std::max(amax, std::fabs(v = normal(rng) * size));
+    const float s = amax / 448.0f;
+    auto* b = reinterpret_cast<BlockFp8E4M3*>(w.q.row(r));
+    for (int64_t j = 0; j < k; ++j) {
+      b[j / kFp8Block].d = s;
+      b[j / kFp8Block].qs[j % kFp8Block] = f32_to_fp8_e4m3(row[size_t(j)] / s);
+    }
+    float* f = w.f32.data<float>() + r * k;
+    cpu::dequantize_row(DType::FP8_E4M3, w.q.row(r), f, k);
+    auto* h = static_cast<uint16_t*>(w.bf16.raw()) + r * k;
+    for (int64_t j = 0; j < k; ++j) h[j] = f32_to_bf16(f[j]);
+  }
+  return w;
+}
+
+Tensor gpu_random_f32(std::initializer_list<int64_t> shape, std::mt19937& rng) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
+  return t;
+}
+
+// ||a - b|| / ||b|| of two f32 tensors (a may be on the GPU).
+double gpu_rel_err(const Tensor& a, const Tensor& b) {
+  const Tensor h = a.device().kind == DeviceKind::Cpu ? a : a.to(kCpu);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    const double x = h.data<float>()[i], y = b.data<float>()[i];
+    if (std::isnan(x)) return INFINITY;
+    num += (x - y) * (x - y), den += y * y;
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+bool gpu_same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to(kCpu), y = b.to(kCpu);
+  return x.nbytes() == y.nbytes() && std::memcmp(x.raw(), y.raw(), size_t(x.nbytes())) == 0;
+}
+
+Tensor gpu_bf16_to_f32(const Tensor& t) {
+  const Tensor h = t.to(kCpu);
+  Tensor f = Tensor::empty({h.numel()}, DType::F32);
+  for (int64_t i = 0; i < h.numel(); ++i)
+    f.data<float>()[i] = bf16_to_f32(static_cast<const uint16_t*>(h.raw())[i]);
+  return f;
+}
+
+}  // namespace
+
+// Up to 8 rows the GEMV reads the FP8 bytes and row scales, x in f32: against the CPU's f32
+// product of the exactly dequantized weights only the order of the sums differs (bounds of
+// runtime's CudaOps tests: 1e-6, 1e-5 where the norm scale is applied after the dot). More
+// rows go through a bf16 copy of the weights: bit for bit the product of a bf16 checkpoint of
+// the same values. Gate and up are two FP8 parts with their own scales, fused on the GPU.
+TEST(Fp8Gpu, LinearMatchesDequantizedWeights) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  std::mt19937 rng(5);
+  constexpr int64_t F = 71;
+  for (int64_t k : {64, 160, 2080, 5024, 14336}) {
+    const Fp8Rows w = gpu_fp8_rows(F, k, rng), gate = gpu_fp8_rows(F, k, rng), up = gpu_fp8_rows(F, k, rng);
+    const Linear q = Linear::fused({w.q}, {}, kGpu), q2 = Linear::fused({gate.q, up.q}, {}, kGpu);
+    ASSERT_EQ(q.parts[0].dtype(), DType::FP8_E4M3);
+    ASSERT_EQ(q2.parts[0].dtype(), DType::FP8_E4M3);
+    const Linear c = Linear::fused({w.f32}, {}), c2 = Linear::fused({gate.f32, up.f32}, {});
+    const Linear h = Linear::fused({w.bf16}, {}, kGpu);
+    const Linear h2 = Linear::fused({gate.bf16, up.bf16}, {}, kGpu);
+    for (int64_t m : {1, 3, 8, 37}) {
+      const std::string what = "k=" + std::to_string(k) + " m=" + std::to_string(m);
+      const Tensor x = gpu_random_f32({m, k}, rng), g = gpu_random_f32({k}, rng);
+      const Tensor res = gpu_random_f32({m, F}, rng);
+      const Tensor xg = x.to(kGpu), gg = g.to(kGpu);
+      const auto gpu = [&](int64_t cols) { return Tensor::empty({m, cols}, DType::F32, kGpu); };
+      const auto cpu = [&](int64_t cols) { return Tensor::empty({m, cols}, DType::F32); };
+      Tensor normed = cpu(k), normed_g = gpu(k), normed_h = gpu(k);
+      Tensor ref = cpu(F), out = gpu(F), out_h = gpu(F);
+      Tensor gu = cpu(2 * F), gu_g = gpu(2 * F), gu_h = gpu(2 * F);
+
+      c(x, ref), q(xg, out), h(xg, out_h);
+      if (m <= 8) EXPECT_LT(gpu_rel_err(out, ref), 1e-6) << "plain " << what;
+      else EXPECT_TRUE(gpu_same_bits(out, out_h)) << "plain " << what;
+
+      c.normed(x, g, 1e-5f, normed, ref), q.normed(xg, gg, 1e-5f, normed_g, out);
+      h.normed(xg, gg, 1e-5f, normed_h, out_h);
+      if (m <= 8) EXPECT_LT(gpu_rel_err(out, ref), 1e-5) << "norm " << what;
+      else EXPECT_TRUE(gpu_same_bits(out, out_h)) << "norm " << what;
+
+      c2.normed_silu(x, g, 1e-5f, normed, gu, ref), q2.normed_silu(xg, gg, 1e-5f, normed_g, gu_g, out);
+      h2.normed_silu(xg, gg, 1e-5f, normed_h, gu_h, out_h);
+      if (m <= 8) EXPECT_LT(gpu_rel_err(out, ref), 1e-5) << "norm+silu " << what;
+      else EXPECT_TRUE(gpu_same_bits(out, out_h)) << "norm+silu " << what;
+
+      Tensor acc = cpu(F), acc_g = res.to(kGpu), acc_h = res.to(kGpu);
+      std::memcpy(acc.raw(), res.raw(), size_t(res.nbytes()));
+      Tensor product = cpu(F), product_g = gpu(F), product_h = gpu(F);
+      c.accumulate(x, product, acc), q.accumulate(xg, product_g, acc_g);
+      h.accumulate(xg, product_h, acc_h);
+      if (m <= 8) EXPECT_LT(gpu_rel_err(acc_g, acc), 1e-6) << "accumulate " << what;
+      else EXPECT_TRUE(gpu_same_bits(acc_g, acc_h)) << "accumulate " << what;
+    }
+  }
+}
+
+// q/k/v projected, rotated and cached in one GEMV for up to 8 rows (a bf16 cache beside FP8
+// weights), against the CPU's plain ops on the dequantized weights into f32 caches: the
+// projection's 1e-5, plus bf16's rounding for the caches. 12 rows: the bf16 checkpoint's bits.
+TEST(Fp8Gpu, NormedQkvRopeCacheMatchesDequantizedWeights) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  std::mt19937 rng(6);
+  const int Hq = 4, Hkv = 2, D = 64;
+  const int64_t width = (Hq + 2 * Hkv) * D, blocks = 4, bs = 4;
+  RopeParams p;
+  p.head_dim = p.rotary_dim = D;
+  p.mscale = 1.05f;
+  for (int i = 0; i < D / 2; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / D));
+  for (int64_t k : {160, 2080}) {
+    const Fp8Rows w = gpu_fp8_rows(width, k, rng);
+    const Linear q = Linear::fused({w.q}, {}, kGpu), c = Linear::fused({w.f32}, {});
+    const Linear h = Linear::fused({w.bf16}, {}, kGpu);
+    ASSERT_EQ(q.parts[0].dtype(), DType::FP8_E4M3);
+    for (int64_t m : {1, 3, 8, 12}) {
+      const std::string what = "k=" + std::to_string(k) + " m=" + std::to_string(m);
+      const Tensor x = gpu_random_f32({m, k}, rng), g = gpu_random_f32({k}, rng);
+      Tensor pos = Tensor::empty({m}, DType::I32), slots = Tensor::empty({m}, DType::I32);
+      for (int64_t t = 0; t < m; ++t) {
+        pos.data<int32_t>()[t] = int32_t(7 * t + 3);
+        slots.data<int32_t>()[t] = t == 1 ? -1 : int32_t(t);  // one padding row
+      }
+      Tensor normed = Tensor::empty({m, k}, DType::F32), qkv = Tensor::empty({m, width}, DType::F32);
+      Tensor kc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
+      Tensor vc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
+      c.normed_rope_cache(x, g, 1e-5f, normed, qkv, Hq, pos, p, kc, vc, slots);
+      const auto run = [&](const Linear& lin, Tensor& kc_g, Tensor& vc_g) {
+        Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
+        Tensor qkv_g = Tensor::empty({m, width}, DType::F32, kGpu);
+        lin.normed_rope_cache(x.to(kGpu), g.to(kGpu), 1e-5f, normed_g, qkv_g, Hq, pos.to(kGpu),
+                              p, kc_g, vc_g, slots.to(kGpu));
+        return qkv_g;
+      };
+      Tensor kc_g = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
+      Tensor vc_g = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
+      const Tensor qkv_g = run(q, kc_g, vc_g);
+      if (m <= 8) {
+        EXPECT_LT(gpu_rel_err(qkv_g, qkv), 1e-5) << what;
+        EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(kc_g), kc), 1e-5 + 0x1p-8) << "k cache " << what;
+        EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(vc_g), vc), 1e-5 + 0x1p-8) << "v cache " << what;
+      } else {
+        Tensor kc_h = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
+        Tensor vc_h = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
+        EXPECT_TRUE(gpu_same_bits(qkv_g, run(h, kc_h, vc_h))) << what;
+        EXPECT_TRUE(gpu_same_bits(kc_g, kc_h) && gpu_same_bits(vc_g, vc_h)) << "caches " << what;
+      }
+    }
+  }
+}
+
+// The fixtures' FP8 checkpoints on a GPU with their weights kept FP8 (--dtype auto: the rest of
+// these f32 models stays f32). Decoding (prompt chunks of 3, then one token: all GEMV) gives
+// the logits of the dequantized checkpoint computed in f32 (--dtype float32, which widens)
+// up to the order of the sums (weights widened to bf16 instead would miss the 1e-4 bound).
+// With --dtype bfloat16 on both sides, prefills (the bf16 copy path) are bit for bit the
+// dequantized checkpoint's. llama_block's 128 x 128 scales vary along down_proj's rows of 160:
+// those are widened to bf16, so it takes only the second part.
+TEST(Fp8Gpu, CheckpointsKeepFp8Weights) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  for (const std::string fixture : {"llama_tensor", "llama_channel", "llama_block"}) {
+    const std::string base = base_of(fixture);
+    const int vocab = read_json(kFp8 + fixture + "/config.json")["vocab_size"].get<int>();
+    const LoadedModel fp8_bf16 = load_model(kFp8 + fixture, {}, kGpu, 0, 1, DType::BF16);
+    const LoadedModel deq_bf16 =
+        load_model(kFp8 + fixture + "/dequantized", {}, kGpu, 0, 1, DType::BF16);
+    const std::vector<float> c = all_logits(fp8_bf16, base), d = all_logits(deq_bf16, base);
+    ASSERT_EQ(c.size(), d.size());
+    EXPECT_EQ(std::memcmp(c.data(), d.data(), c.size() * sizeof(float)), 0)
+        << fixture << " prefill: max |diff| " << compare(c, d, vocab).max_abs;
+    if (fixture == "llama_block") continue;
+    const LoadedModel fp8 = load_model(kFp8 + fixture, {}, kGpu, 0, 1, std::nullopt);
+    const LoadedModel deq =
+        load_model(kFp8 + fixture + "/dequantized", {}, kGpu, 0, 1, DType::F32);
+    const std::vector<float> a = decode_logits(fp8, base), b = decode_logits(deq, base);
+    ASSERT_EQ(a.size(), b.size());
+    const Agreement g = compare(a, b, vocab);
+    double scale = 0;
+    for (float v : b) scale = std::max(scale, double(std::fabs(v)));
+    EXPECT_EQ(g.top1, 1.0) << fixture;
+    EXPECT_LE(g.max_abs, 1e-4 * scale) << fixture;
+    std::printf("[ fp8 gpu ] %s decode: max |logit diff| %.3g of max |logit| %.3g\n",
+                fixture.c_str(), g.max_abs, scale);
+  }
 }

@@ -98,6 +98,8 @@ class CudaBackend final : public Backend {
   void gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta);
   // x [M, K] f32 as a new tensor of the weights' 16-bit type, RMS-normed by norm_weight if given.
   Tensor to_weight_type(const Tensor& x, DType type, const Tensor* norm_weight, float eps);
+  // A bf16 copy of an FP8_E4M3 weight (device layout), for the products the GEMV does not take.
+  Tensor dequantize_fp8(const Tensor& w);
   // out = Act(gate_up[:, :F]) * gate_up[:, F:] (elementwise.cu).
   template <typename Act>
   void act_and_mul(const Tensor& gate_up, Tensor& out);

@@ -5,7 +5,11 @@
 // without the gaps that short-lived blocks leave at their start and end. x is staged once per
 // block in shared memory (times the norm weight, for kNorm, with the block's sum of squares
 // giving the scale applied to each finished column); rows too long to stage read x through
-// the cache instead, without the norm and silu fusions.
+// the cache instead, without the norm and silu fusions. FP8 weights (FP8_E4M3 in the device
+// layout: e4m3 bytes, then one f32 scale per row) take 16 weights a load, each column's sum
+// multiplied by its row's scale at the end.
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -39,12 +43,23 @@ constexpr int kSplitDepth = 4;  // weight loads in flight per lane of a sliced w
 
 constexpr int kMaxRopePairs = 64;  // head_dim <= 128
 
+using Fp8 = __nv_fp8_e4m3;
+template <typename W>
+constexpr bool kIsFp8 = std::is_same_v<W, Fp8>;
+// Weights in a 16-byte piece.
+template <typename W>
+constexpr int kPer = 16 / int(sizeof(W));
+// The KV cache the rope fusion writes: the weights' type, bf16 beside FP8 weights.
+template <typename W>
+using CacheOf = std::conditional_t<kIsFp8<W>, __nv_bfloat16, W>;
+
 template <typename W>
 struct GemvArgs {
   const float* x;
   int64_t ldx;
   const W* w;
   int64_t k, n;  // w is [n, k]
+  const float* row_scale;  // FP8: n f32 scales after the n * k bytes
   float* out;
   int64_t ldo;
   const float* norm_weight;  // kNorm
@@ -59,8 +74,8 @@ struct GemvArgs {
   // k pairs are rotated as rope_kernel does, k and v pairs also written to the caches.
   const int32_t* positions;
   const int32_t* slots;
-  W* k_cache;
-  W* v_cache;
+  CacheOf<W>* k_cache;
+  CacheOf<W>* v_cache;
   int q_heads, kv_heads, head_dim;
   float mscale;
   float inv_freq[kMaxRopePairs];
@@ -69,24 +84,45 @@ struct GemvArgs {
 __device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
 __device__ __forceinline__ float2 to_float2(__half2 v) { return __half22float2(v); }
 
-// The 8 weights of a 16-byte piece as floats.
+// The weights of a 16-byte piece as floats (e4m3 through f16, exactly).
 template <typename W>
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
-  using W2 = std::conditional_t<std::is_same_v<W, __half>, __half2, __nv_bfloat162>;
-  const auto* h = reinterpret_cast<const W2*>(&u);
+__device__ __forceinline__ void unpack(const uint4& u, float (&f)[kPer<W>]) {
+  if constexpr (kIsFp8<W>) {
+    const auto* b = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = to_float2(h[i]);
-    f[2 * i] = v.x, f[2 * i + 1] = v.y;
+    for (int i = 0; i < 8; ++i) {
+      const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(b[i], __NV_E4M3)));
+      f[2 * i] = v.x, f[2 * i + 1] = v.y;
+    }
+  } else {
+    using W2 = std::conditional_t<std::is_same_v<W, __half>, __half2, __nv_bfloat162>;
+    const auto* h = reinterpret_cast<const W2*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 v = to_float2(h[i]);
+      f[2 * i] = v.x, f[2 * i + 1] = v.y;
+    }
   }
 }
 
 __device__ __forceinline__ float4 mul4(float4 a, float4 b) {
   return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w);
 }
-__device__ __forceinline__ float dot8(const float (&w)[8], float4 a, float4 b) {
-  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
-         w[6] * b.z + w[7] * b.w;
+// w . x over a piece, left to right (the order the 16-bit kernels always had).
+template <int N>
+__device__ __forceinline__ float dot(const float (&w)[N], const float4 (&x)[N / 4]) {
+  float s = w[0] * x[0].x;
+  s += w[1] * x[0].y;
+  s += w[2] * x[0].z;
+  s += w[3] * x[0].w;
+#pragma unroll
+  for (int q = 1; q < N / 4; ++q) {
+    s += w[4 * q] * x[q].x;
+    s += w[4 * q + 1] * x[q].y;
+    s += w[4 * q + 2] * x[q].z;
+    s += w[4 * q + 3] * x[q].w;
+  }
+  return s;
 }
 
 // kRope epilogue for row m of pair `unit` (head h, pair i) with values (x0, x1): q and k heads
@@ -108,13 +144,13 @@ __device__ void rotate_and_cache(const GemvArgs<W>& a, int m, int unit, float x0
   if (h < a.q_heads || slot < 0) return;
   const bool is_k = h < a.q_heads + a.kv_heads;
   const int kv_head = h - a.q_heads - (is_k ? 0 : a.kv_heads);
-  W* cache = (is_k ? a.k_cache : a.v_cache) +
+  CacheOf<W>* cache = (is_k ? a.k_cache : a.v_cache) +
              (slot * a.kv_heads + kv_head) * a.head_dim + i;
-  cache[0] = from_float<W>(x0);
-  cache[half] = from_float<W>(x1);
+  cache[0] = from_float<CacheOf<W>>(x0);
+  cache[half] = from_float<CacheOf<W>>(x1);
 }
 
-// A lane reads piece (16 bytes, 8 weights) step * 32 + lane of each column: a column takes
+// A lane reads piece (16 bytes, kPer weights) step * 32 + lane of each column: a column takes
 // `steps` steps, a unit 1 or 2 columns (silu: gate then up; rope: a rotated pair), and the
 // warp's units follow each other.
 template <typename W, int M, int Mode>
@@ -123,8 +159,9 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   constexpr bool kPairs = (Mode & kSilu) || kRotate, kSliced = Mode & kSplit;
   constexpr int kColumns = kPairs ? 2 : 1;
   constexpr int kLoads = kSliced ? kSplitDepth : kDepth;
-  // Staged x of row m: staged[2m][p] and staged[2m + 1][p] hold x[8p..8p+3] and x[8p+4..8p+7],
-  // so that consecutive lanes read consecutive 16-byte words.
+  constexpr int kP = kPer<W>, kQuads = kP / 4;
+  // Staged x of row m: staged[kQuads * m + q][p] holds x[kP * p + 4q .. + 3], so that
+  // consecutive lanes read consecutive 16-byte words.
   extern __shared__ float4 staged[];
   __shared__ float scale[M];
   __shared__ float slice_sums[kSliced ? 2 : 1][kSliced ? kWarps : 1][M];  // by column parity
@@ -133,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   const int slices = kSliced ? a.slices : 1, slice = warp % slices;
   const int groups = kWarps / slices;  // of the block
   const int first = blockIdx.x * groups + warp / slices;
-  const int all_pieces = int(a.k / 8);
+  const int all_pieces = int(a.k / kP);
   const int begin = kSliced ? slice * a.slice_pieces : 0;
   const int pieces = kSliced ? min(begin + a.slice_pieces, all_pieces) : all_pieces;  // end
   const int steps = ((kSliced ? a.slice_pieces : all_pieces) + 31) / 32;
@@ -150,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   };
   const auto row = [&](int unit, int column) {
     const int64_t c = column_of(unit < all_units ? unit : 0, column);
-    return reinterpret_cast<const uint4*>(a.w + c * a.k);
+    return reinterpret_cast<const uint4*>(a.w + c * a.k);  // FP8: bytes, a.k a row
   };
 
   // The load cursor runs kDepth pieces ahead of the compute cursor below.
@@ -177,16 +214,22 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
     for (int m = 0; m < M; ++m) {
       float ss = 0.0f;
       for (int p = threadIdx.x; p < all_pieces; p += kThreads) {
-        const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * 8);
-        float4 lo = xp[0], hi = xp[1];
+        const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * kP);
+        float4 v[kQuads];
+#pragma unroll
+        for (int q = 0; q < kQuads; ++q) v[q] = xp[q];
         if constexpr (kNormed) {
-          ss += lo.x * lo.x + lo.y * lo.y + lo.z * lo.z + lo.w * lo.w + hi.x * hi.x +
-                hi.y * hi.y + hi.z * hi.z + hi.w * hi.w;
-          const float4* g = reinterpret_cast<const float4*>(a.norm_weight + p * 8);
-          lo = mul4(lo, g[0]), hi = mul4(hi, g[1]);
+#pragma unroll
+          for (int q = 0; q < kQuads; q += 2)  // the sum in the 16-bit kernels' order
+            ss += v[q].x * v[q].x + v[q].y * v[q].y + v[q].z * v[q].z + v[q].w * v[q].w +
+                  v[q + 1].x * v[q + 1].x + v[q + 1].y * v[q + 1].y + v[q + 1].z * v[q + 1].z +
+                  v[q + 1].w * v[q + 1].w;
+          const float4* g = reinterpret_cast<const float4*>(a.norm_weight + p * kP);
+#pragma unroll
+          for (int q = 0; q < kQuads; ++q) v[q] = mul4(v[q], g[q]);
         }
-        staged[2 * m * all_pieces + p] = lo;
-        staged[(2 * m + 1) * all_pieces + p] = hi;
+#pragma unroll
+        for (int q = 0; q < kQuads; ++q) staged[(kQuads * m + q) * all_pieces + p] = v[q];
       }
       if constexpr (kNormed) {
         ss = block_sum(ss);
@@ -212,17 +255,16 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
       if (it + u < total) {
         const int p = begin + c_step * 32 + lane;
         if (p < pieces) {
-          float wf[8];
-          unpack8<W>(buf[u], wf);
+          float wf[kP];
+          unpack<W>(buf[u], wf);
 #pragma unroll
           for (int m = 0; m < M; ++m) {
-            if constexpr (kStage) {
-              acc[m] += dot8(wf, staged[2 * m * all_pieces + p],
-                             staged[(2 * m + 1) * all_pieces + p]);
-            } else {
-              const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * 8);
-              acc[m] += dot8(wf, __ldg(xp), __ldg(xp + 1));
-            }
+            float4 xq[kQuads];
+            const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * kP);
+#pragma unroll
+            for (int q = 0; q < kQuads; ++q)
+              xq[q] = kStage ? staged[(kQuads * m + q) * all_pieces + p] : __ldg(xp + q);
+            acc[m] += dot<kP>(wf, xq);
           }
         }
         if (++c_step == steps) {  // column finished: lane m writes row m
@@ -248,6 +290,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
             }
             acc[m] = 0.0f;
             if (!finish) continue;
+            if constexpr (kIsFp8<W>) v *= a.row_scale[column_of(c_unit, c_column)];
             if constexpr (kNormed) v *= scale[m];
             if constexpr (kRotate) {
               if (c_column == 0) first_of_pair[m] = v;
@@ -318,7 +361,7 @@ void launch_kernel(GemvArgs<W> args, int slices, int per_sm, size_t smem, int mu
                                            (args.units + groups - 1) / groups);
   args.stride = blocks * groups;
   args.slices = slices;
-  const int64_t pieces = args.k / 8, per_slice = (pieces + slices - 1) / slices;
+  const int64_t pieces = args.k / kPer<W>, per_slice = (pieces + slices - 1) / slices;
   args.slice_pieces = static_cast<int>((per_slice + 31) / 32 * 32);
   launch(gemv_kernel<W, M, Mode>, static_cast<unsigned>(blocks), kThreads, smem, stream, args);
 }
@@ -329,7 +372,8 @@ void launch_rows(const GemvArgs<W>& args, size_t smem, int multiprocessors,
   constexpr bool kStage = Mode & kStaged;
   const int split_per_sm = resident_blocks(gemv_kernel<W, M, Mode | kSplit>, smem, kStage);
   const int slices =
-      choose_slices(args.units, int64_t(split_per_sm) * multiprocessors * kWarps, args.k / 8);
+      choose_slices(args.units, int64_t(split_per_sm) * multiprocessors * kWarps,
+                    args.k / kPer<W>);
   if (slices > 1) {
     launch_kernel<W, M, Mode | kSplit>(args, slices, split_per_sm, smem, multiprocessors, stream);
   } else {
@@ -361,6 +405,8 @@ void launch_typed(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFus
   GemvArgs<W> a{};
   a.x = x.data<float>(), a.ldx = row_stride(x);
   a.w = w.data<W>(), a.k = w.size(1), a.n = w.size(0);
+  if constexpr (kIsFp8<W>)
+    a.row_scale = reinterpret_cast<const float*>(w.data<uint8_t>() + a.n * a.k);
   a.out = out.data<float>(), a.ldo = row_stride(out);
   if (f.norm_weight) a.norm_weight = f.norm_weight->data<float>(), a.eps = f.eps;
   if (f.normed_out)
@@ -373,7 +419,7 @@ void launch_typed(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFus
     const RopeParams& p = *rc->params;
     a.positions = rc->positions->data<int32_t>();
     a.slots = rc->slot_mapping->data<int32_t>();
-    a.k_cache = rc->k_cache->data<W>(), a.v_cache = rc->v_cache->data<W>();
+    a.k_cache = rc->k_cache->data<CacheOf<W>>(), a.v_cache = rc->v_cache->data<CacheOf<W>>();
     a.q_heads = rc->q_heads;
     a.kv_heads = static_cast<int>(rc->k_cache->size(2));
     a.head_dim = p.head_dim;
@@ -393,16 +439,19 @@ void launch_typed(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFus
 
 bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& f) {
   const DType dt = w.dtype();
-  if (x.size(0) > kMaxRows || (dt != DType::BF16 && dt != DType::F16) || x.size(1) % 8 != 0 ||
+  const bool fp8 = dt == DType::FP8_E4M3;
+  if (x.size(0) > kMaxRows || (dt != DType::BF16 && dt != DType::F16 && !fp8) ||
+      x.size(1) % (fp8 ? 16 : 8) != 0 ||
       row_stride(x) % 4 != 0 || !aligned16(x) || !aligned16(w) || !w.is_contiguous() ||
       w.size(0) > INT32_MAX / 2 || x.size(1) > INT32_MAX / 2)
     return false;
   if (f.silu_and_mul && w.size(0) % 2 != 0) return false;
   if (const RopeCacheFusion* rc = f.rope_cache) {  // HF rotary over whole heads, 16-bit cache
     const RopeParams& p = *rc->params;
+    const DType cache_dt = fp8 ? DType::BF16 : dt;
     if (!f.norm_weight || !p.neox || p.ggml_theta || p.rotary_dim != p.head_dim ||
         p.head_dim / 2 > kMaxRopePairs || !p.freq_factors.empty() ||
-        rc->k_cache->dtype() != dt || rc->v_cache->dtype() != dt)
+        rc->k_cache->dtype() != cache_dt || rc->v_cache->dtype() != cache_dt)
       return false;
   }
   if (f.norm_weight && (!f.norm_weight->is_contiguous() || !aligned16(*f.norm_weight)))
@@ -415,8 +464,11 @@ bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& f) {
 void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& f,
                  int multiprocessors, cudaStream_t stream) {
   if (x.size(0) == 0 || w.size(0) == 0) return;
-  if (w.dtype() == DType::BF16) launch_typed<__nv_bfloat16>(x, w, out, f, multiprocessors, stream);
-  else launch_typed<__half>(x, w, out, f, multiprocessors, stream);
+  switch (w.dtype()) {
+    case DType::BF16: launch_typed<__nv_bfloat16>(x, w, out, f, multiprocessors, stream); break;
+    case DType::F16: launch_typed<__half>(x, w, out, f, multiprocessors, stream); break;
+    default: launch_typed<Fp8>(x, w, out, f, multiprocessors, stream);
+  }
 }
 
 }  // namespace vllm::cuda

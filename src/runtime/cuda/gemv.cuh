@@ -1,4 +1,5 @@
-// The decode GEMV: out[M, N] = x[M, K] @ w[N, K]^T for a few rows of f32 x and f16/bf16 w,
+// The decode GEMV: out[M, N] = x[M, K] @ w[N, K]^T for a few rows of f32 x and f16/bf16 w
+// (or FP8_E4M3 w in the GPU's layout, dtype.h),
 // streaming the weights once at close to the memory bandwidth, with the decoder's fusions
 // (MatmulFusion) applied on the way in and out.
 #pragma once

@@ -4,7 +4,11 @@
 // reference; f16/bf16 weights take x rounded to the weight's type and accumulate in f32. On
 // that path the fusions are split around the GEMM: the norm is applied while rounding x, the
 // silu pairs are read from a product kept in the weight's type, the rotation and cache write
-// run after it. cuBLASLt plans (descriptors + algorithm) are cached per shape.
+// run after it. cuBLASLt plans (descriptors + algorithm) are cached per shape. FP8 weights
+// (dtype.h's GPU layout) go to the GEMV where it applies, else through a bf16 copy made for the
+// call (correct, not fast: no FP8 tensor-core GEMM yet).
+#include <cuda_fp8.h>
+
 #include "runtime/cuda/common.cuh"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -59,6 +63,29 @@ __global__ void convert_rows(const float* __restrict__ x, int64_t x_stride,
         yr[i] = from_float<T>(kNorm ? xr[i] * scale * g[i] : xr[i]);
     }
     if constexpr (kNorm) __syncthreads();  // block_sum's shared slots, before the next row
+  }
+}
+
+// y[r, :] = bf16(e4m3(w[r, :]) * scale[r]) over the FP8 device layout, 16 weights a thread.
+__global__ void dequantize_fp8_rows(const uint8_t* __restrict__ w, int64_t n, int64_t k,
+                                    __nv_bfloat16* __restrict__ y) {
+  pdl_begin();
+  const float* scale = reinterpret_cast<const float*>(w + n * k);
+  const int64_t pieces = n * k / 16;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < pieces;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const uint4 u = reinterpret_cast<const uint4*>(w)[i];
+    const float s = scale[i * 16 / k];
+    const auto* b = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
+    uint4 out[2];
+    auto* h = reinterpret_cast<__nv_bfloat162*>(out);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(b[j], __NV_E4M3)));
+      h[j] = __floats2bfloat162_rn(v.x * s, v.y * s);
+    }
+    reinterpret_cast<uint4*>(y)[2 * i] = out[0];
+    reinterpret_cast<uint4*>(y)[2 * i + 1] = out[1];
   }
 }
 
@@ -150,9 +177,10 @@ bool CudaBackend::run_matmul(const Tensor& x, const Tensor& w, Tensor& out,
   // and the silu pairs are read from a 16-bit product. f32 weights take the plain ops, and so do
   // products the plain GEMV takes (x kept in f32) when the fused one does not apply.
   if (w.dtype() == DType::F32 || gemv_applies(x, w, {}) || f.normed_out) return false;
-  const Tensor xin = f.norm_weight ? to_weight_type(x, w.dtype(), f.norm_weight, f.eps) : x;
+  const DType wt = w.dtype() == DType::FP8_E4M3 ? DType::BF16 : w.dtype();  // gemm's type
+  const Tensor xin = f.norm_weight ? to_weight_type(x, wt, f.norm_weight, f.eps) : x;
   if (f.silu_and_mul) {
-    Tensor gate_up = Tensor::empty({x.size(0), w.size(0)}, w.dtype(), device());
+    Tensor gate_up = Tensor::empty({x.size(0), w.size(0)}, wt, device());
     gemm(xin, w, gate_up, 0.0f);
     silu_and_mul(gate_up, out);
     return true;
@@ -168,6 +196,19 @@ bool CudaBackend::run_matmul(const Tensor& x, const Tensor& w, Tensor& out,
     }
   }
   return true;
+}
+
+Tensor CudaBackend::dequantize_fp8(const Tensor& w) {
+  VLLM_CHECK(w.ndim() == 2 && w.is_contiguous() && w.size(1) % 16 == 0, "FP8 weight ",
+             w.shape_str());
+  const int64_t n = w.size(0), k = w.size(1);
+  Tensor y = Tensor::empty({n, k}, DType::BF16, device());
+  const int64_t pieces = n * k / 16;
+  if (pieces == 0) return y;
+  const auto grid = static_cast<unsigned>(std::min<int64_t>((pieces + 255) / 256,
+                                                            int64_t(multiprocessors_) * 16));
+  launch(dequantize_fp8_rows, grid, 256, 0, stream_, w.data<uint8_t>(), n, k, y.data<__nv_bfloat16>());
+  return y;
 }
 
 Tensor CudaBackend::to_weight_type(const Tensor& x, DType type, const Tensor* norm_weight,
@@ -192,10 +233,14 @@ Tensor CudaBackend::to_weight_type(const Tensor& x, DType type, const Tensor* no
 }
 
 // out = x @ w^T + beta * out through cuBLASLt. x in f32 is first rounded to w's type (when that
-// is 16-bit); out is f32 or w's type.
+// is 16-bit); out is f32 or w's type. FP8 weights: through their bf16 copy.
 void CudaBackend::gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta) {
   const int64_t m = x.size(0), n = w.size(0);
   if (m == 0 || n == 0) return;
+  if (w.dtype() == DType::FP8_E4M3) {
+    gemm(x, dequantize_fp8(w), out, beta);
+    return;
+  }
   const DType wt = w.dtype();
   (void)cuda_type(wt);
   VLLM_CHECK(out.dtype() == DType::F32 || out.dtype() == wt, "gemm output ",
