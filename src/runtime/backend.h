@@ -12,6 +12,7 @@ namespace vllm {
 struct RopeParams;
 struct AttentionMeta;
 struct MatmulFusion;
+struct RopeCacheFusion;
 struct HeadNorms;
 struct MoeRouting;
 struct MoePlan;

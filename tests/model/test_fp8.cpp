@@ -373,21 +373,19 @@ TEST(Fp8KvCache, StoresRoundedValuesAndAttendsOverThem) {
   EXPECT_EQ(std::memcmp(a.raw(), b.raw(), size_t(a.nbytes())), 0);
 }
 
-// ---- FP8 weights on a GPU: kept FP8 (one scale a row), read by the GEMV as they are ----
+// ---- FP8 weights on a GPU: kept FP8 (one scale a row) ----
 
 namespace {
 
 const Device kGpu{DeviceKind::Cuda, 0};
 
 // A random [n, k] weight as FP8_E4M3 with one scale a row, rows 2^-4..2^4 apart in size (a
-// kernel that dropped or misplaced a scale fails), with its exact f32 dequantization and that
-// rounded to bf16 (what a GPU computes with where the GEMV does not apply).
+// kernel that dropped or misplaced a scale fails), and its exact f32 dequantization.
 struct Fp8Rows {
-  Tensor q, f32, bf16;
+  Tensor q, f32;
 };
 Fp8Rows gpu_fp8_rows(int64_t n, int64_t k, std::mt19937& rng) {
-  Fp8Rows w{Tensor::empty({n, k}, DType::FP8_E4M3), Tensor::empty({n, k}, DType::F32),
-            Tensor::empty({n, k}, DType::BF16)};
+  Fp8Rows w{Tensor::empty({n, k}, DType::FP8_E4M3), Tensor::empty({n, k}, DType::F32)};
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> octave(-4, 4);
   std::vector<float> row(static_cast<size_t>(k));
@@ -401,12 +399,26 @@ Fp8Rows gpu_fp8_rows(int64_t n, int64_t k, std::mt19937& rng) {
       b[j / kFp8Block].d = s;
       b[j / kFp8Block].qs[j % kFp8Block] = f32_to_fp8_e4m3(row[size_t(j)] / s);
     }
-    float* f = w.f32.data<float>() + r * k;
-    cpu::dequantize_row(DType::FP8_E4M3, w.q.row(r), f, k);
-    auto* h = static_cast<uint16_t*>(w.bf16.raw()) + r * k;
-    for (int64_t j = 0; j < k; ++j) h[j] = f32_to_bf16(f[j]);
+    cpu::dequantize_row(DType::FP8_E4M3, w.q.row(r), w.f32.data<float>() + r * k, k);
   }
   return w;
+}
+
+// x with each row quantized to e4m3 as the GPU does before an FP8 GEMM (scale amax / 448,
+// round to nearest even), as f32 values.
+Tensor gpu_per_token_fp8(const Tensor& x) {
+  const int64_t m = x.size(0), k = x.size(1);
+  Tensor y = Tensor::empty({m, k}, DType::F32);
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x.data<float>() + r * k;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(xr[i]));
+    const float s = amax > 0.0f ? amax / 448.0f : 1.0f;
+    for (int64_t i = 0; i < k; ++i)
+      y.data<float>()[r * k + i] =
+          fp8_e4m3_to_f32(f32_to_fp8_e4m3(std::clamp(xr[i] / s, -448.0f, 448.0f))) * s;
+  }
+  return y;
 }
 
 Tensor gpu_random_f32(std::initializer_list<int64_t> shape, std::mt19937& rng) {
@@ -428,11 +440,6 @@ double gpu_rel_err(const Tensor& a, const Tensor& b) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-bool gpu_same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to(kCpu), y = b.to(kCpu);
-  return x.nbytes() == y.nbytes() && std::memcmp(x.raw(), y.raw(), size_t(x.nbytes())) == 0;
-}
-
 Tensor gpu_bf16_to_f32(const Tensor& t) {
   const Tensor h = t.to(kCpu);
   Tensor f = Tensor::empty({h.numel()}, DType::F32);
@@ -441,64 +448,73 @@ Tensor gpu_bf16_to_f32(const Tensor& t) {
   return f;
 }
 
+// Bounds. GEMV (up to 8 rows, x in f32, weights exact): the order of the sums, as runtime's
+// CudaOps tests (1e-6; 1e-5 where the norm scale is applied after the dot). FP8 GEMM against
+// the same per-token quantization of x done here: Hopper's FP8 tensor cores accumulate with
+// about 14 mantissa bits before cuBLASLt promotes to f32 (DeepSeek-V3 report, sec. 3.3.2), so
+// 1e-3. Against unquantized x (where a fused norm's rows differ from ours in the last bit, so
+// an element may round the other way): e4m3's rounding of x, 2^-4 / sqrt(3) = 3.6% rms, so 5%.
+constexpr double kGemvBound = 1e-6, kGemvNormBound = 1e-5, kFp8GemmBound = 1e-3;
+constexpr double kFp8RoundingBound = 0.05;
+
 }  // namespace
 
-// Up to 8 rows the GEMV reads the FP8 bytes and row scales, x in f32: against the CPU's f32
-// product of the exactly dequantized weights only the order of the sums differs (bounds of
-// runtime's CudaOps tests: 1e-6, 1e-5 where the norm scale is applied after the dot). More
-// rows go through a bf16 copy of the weights: bit for bit the product of a bf16 checkpoint of
-// the same values. Gate and up are two FP8 parts with their own scales, fused on the GPU.
+// Up to 8 rows the GEMV reads the FP8 bytes and row scales with x in f32; more rows are W8A8
+// (x quantized per token, cuBLASLt's FP8 GEMM with both scale vectors). References: the CPU's
+// f32 product of the exactly dequantized weights (and of x quantized as the GPU does, for the
+// GEMM). Gate and up are two FP8 parts with their own scales, fused on the GPU.
 TEST(Fp8Gpu, LinearMatchesDequantizedWeights) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
   std::mt19937 rng(5);
   constexpr int64_t F = 71;
   for (int64_t k : {64, 160, 2080, 5024, 14336}) {
-    const Fp8Rows w = gpu_fp8_rows(F, k, rng), gate = gpu_fp8_rows(F, k, rng), up = gpu_fp8_rows(F, k, rng);
+    const Fp8Rows w = gpu_fp8_rows(F, k, rng), gate = gpu_fp8_rows(F, k, rng);
+    const Fp8Rows up = gpu_fp8_rows(F, k, rng);
     const Linear q = Linear::fused({w.q}, {}, kGpu), q2 = Linear::fused({gate.q, up.q}, {}, kGpu);
     ASSERT_EQ(q.parts[0].dtype(), DType::FP8_E4M3);
     ASSERT_EQ(q2.parts[0].dtype(), DType::FP8_E4M3);
     const Linear c = Linear::fused({w.f32}, {}), c2 = Linear::fused({gate.f32, up.f32}, {});
-    const Linear h = Linear::fused({w.bf16}, {}, kGpu);
-    const Linear h2 = Linear::fused({gate.bf16, up.bf16}, {}, kGpu);
     for (int64_t m : {1, 3, 8, 37}) {
+      const bool gemv = m <= 8;
       const std::string what = "k=" + std::to_string(k) + " m=" + std::to_string(m);
       const Tensor x = gpu_random_f32({m, k}, rng), g = gpu_random_f32({k}, rng);
-      const Tensor res = gpu_random_f32({m, F}, rng);
+      const Tensor xq = gemv ? x : gpu_per_token_fp8(x), res = gpu_random_f32({m, F}, rng);
       const Tensor xg = x.to(kGpu), gg = g.to(kGpu);
       const auto gpu = [&](int64_t cols) { return Tensor::empty({m, cols}, DType::F32, kGpu); };
       const auto cpu = [&](int64_t cols) { return Tensor::empty({m, cols}, DType::F32); };
-      Tensor normed = cpu(k), normed_g = gpu(k), normed_h = gpu(k);
-      Tensor ref = cpu(F), out = gpu(F), out_h = gpu(F);
-      Tensor gu = cpu(2 * F), gu_g = gpu(2 * F), gu_h = gpu(2 * F);
+      Tensor normed = cpu(k), normed_g = gpu(k), ref = cpu(F), out = gpu(F);
+      Tensor gu = cpu(2 * F), gu_g = gpu(2 * F);
 
-      c(x, ref), q(xg, out), h(xg, out_h);
-      if (m <= 8) EXPECT_LT(gpu_rel_err(out, ref), 1e-6) << "plain " << what;
-      else EXPECT_TRUE(gpu_same_bits(out, out_h)) << "plain " << what;
+      c(xq, ref), q(xg, out);
+      EXPECT_LT(gpu_rel_err(out, ref), gemv ? kGemvBound : kFp8GemmBound) << "plain " << what;
+      if (!gemv) {  // control: the GEMM's x is quantized (not the f32 product)
+        Tensor exact = cpu(F);
+        c(x, exact);
+        EXPECT_GT(gpu_rel_err(out, exact), 10 * kFp8GemmBound) << "plain " << what;
+        EXPECT_LT(gpu_rel_err(out, exact), kFp8RoundingBound) << "plain " << what;
+      }
 
       c.normed(x, g, 1e-5f, normed, ref), q.normed(xg, gg, 1e-5f, normed_g, out);
-      h.normed(xg, gg, 1e-5f, normed_h, out_h);
-      if (m <= 8) EXPECT_LT(gpu_rel_err(out, ref), 1e-5) << "norm " << what;
-      else EXPECT_TRUE(gpu_same_bits(out, out_h)) << "norm " << what;
+      EXPECT_LT(gpu_rel_err(out, ref), gemv ? kGemvNormBound : kFp8RoundingBound)
+          << "norm " << what;
 
-      c2.normed_silu(x, g, 1e-5f, normed, gu, ref), q2.normed_silu(xg, gg, 1e-5f, normed_g, gu_g, out);
-      h2.normed_silu(xg, gg, 1e-5f, normed_h, gu_h, out_h);
-      if (m <= 8) EXPECT_LT(gpu_rel_err(out, ref), 1e-5) << "norm+silu " << what;
-      else EXPECT_TRUE(gpu_same_bits(out, out_h)) << "norm+silu " << what;
+      c2.normed_silu(x, g, 1e-5f, normed, gu, ref);
+      q2.normed_silu(xg, gg, 1e-5f, normed_g, gu_g, out);
+      EXPECT_LT(gpu_rel_err(out, ref), gemv ? kGemvNormBound : kFp8RoundingBound)
+          << "norm+silu " << what;
 
-      Tensor acc = cpu(F), acc_g = res.to(kGpu), acc_h = res.to(kGpu);
+      Tensor acc = cpu(F), acc_g = res.to(kGpu), product = cpu(F), product_g = gpu(F);
       std::memcpy(acc.raw(), res.raw(), size_t(res.nbytes()));
-      Tensor product = cpu(F), product_g = gpu(F), product_h = gpu(F);
-      c.accumulate(x, product, acc), q.accumulate(xg, product_g, acc_g);
-      h.accumulate(xg, product_h, acc_h);
-      if (m <= 8) EXPECT_LT(gpu_rel_err(acc_g, acc), 1e-6) << "accumulate " << what;
-      else EXPECT_TRUE(gpu_same_bits(acc_g, acc_h)) << "accumulate " << what;
+      c.accumulate(xq, product, acc), q.accumulate(xg, product_g, acc_g);
+      EXPECT_LT(gpu_rel_err(acc_g, acc), gemv ? kGemvBound : kFp8GemmBound)
+          << "accumulate " << what;
     }
   }
 }
 
 // q/k/v projected, rotated and cached in one GEMV for up to 8 rows (a bf16 cache beside FP8
-// weights), against the CPU's plain ops on the dequantized weights into f32 caches: the
-// projection's 1e-5, plus bf16's rounding for the caches. 12 rows: the bf16 checkpoint's bits.
+// weights), W8A8 then rope for 12, against the CPU's plain ops on the dequantized weights into
+// f32 caches; the caches add bf16's rounding (2^-8).
 TEST(Fp8Gpu, NormedQkvRopeCacheMatchesDequantizedWeights) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
   std::mt19937 rng(6);
@@ -511,10 +527,10 @@ TEST(Fp8Gpu, NormedQkvRopeCacheMatchesDequantizedWeights) {
   for (int64_t k : {160, 2080}) {
     const Fp8Rows w = gpu_fp8_rows(width, k, rng);
     const Linear q = Linear::fused({w.q}, {}, kGpu), c = Linear::fused({w.f32}, {});
-    const Linear h = Linear::fused({w.bf16}, {}, kGpu);
     ASSERT_EQ(q.parts[0].dtype(), DType::FP8_E4M3);
     for (int64_t m : {1, 3, 8, 12}) {
       const std::string what = "k=" + std::to_string(k) + " m=" + std::to_string(m);
+      const double bound = m <= 8 ? kGemvNormBound : kFp8RoundingBound;
       const Tensor x = gpu_random_f32({m, k}, rng), g = gpu_random_f32({k}, rng);
       Tensor pos = Tensor::empty({m}, DType::I32), slots = Tensor::empty({m}, DType::I32);
       for (int64_t t = 0; t < m; ++t) {
@@ -525,53 +541,67 @@ TEST(Fp8Gpu, NormedQkvRopeCacheMatchesDequantizedWeights) {
       Tensor kc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
       Tensor vc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
       c.normed_rope_cache(x, g, 1e-5f, normed, qkv, Hq, pos, p, kc, vc, slots);
-      const auto run = [&](const Linear& lin, Tensor& kc_g, Tensor& vc_g) {
-        Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
-        Tensor qkv_g = Tensor::empty({m, width}, DType::F32, kGpu);
-        lin.normed_rope_cache(x.to(kGpu), g.to(kGpu), 1e-5f, normed_g, qkv_g, Hq, pos.to(kGpu),
-                              p, kc_g, vc_g, slots.to(kGpu));
-        return qkv_g;
-      };
+      Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
+      Tensor qkv_g = Tensor::empty({m, width}, DType::F32, kGpu);
       Tensor kc_g = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
       Tensor vc_g = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
-      const Tensor qkv_g = run(q, kc_g, vc_g);
-      if (m <= 8) {
-        EXPECT_LT(gpu_rel_err(qkv_g, qkv), 1e-5) << what;
-        EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(kc_g), kc), 1e-5 + 0x1p-8) << "k cache " << what;
-        EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(vc_g), vc), 1e-5 + 0x1p-8) << "v cache " << what;
-      } else {
-        Tensor kc_h = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
-        Tensor vc_h = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
-        EXPECT_TRUE(gpu_same_bits(qkv_g, run(h, kc_h, vc_h))) << what;
-        EXPECT_TRUE(gpu_same_bits(kc_g, kc_h) && gpu_same_bits(vc_g, vc_h)) << "caches " << what;
-      }
+      q.normed_rope_cache(x.to(kGpu), g.to(kGpu), 1e-5f, normed_g, qkv_g, Hq, pos.to(kGpu), p,
+                          kc_g, vc_g, slots.to(kGpu));
+      EXPECT_LT(gpu_rel_err(qkv_g, qkv), bound) << what;
+      EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(kc_g), kc), bound + 0x1p-8) << "k cache " << what;
+      EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(vc_g), vc), bound + 0x1p-8) << "v cache " << what;
     }
   }
 }
 
+namespace {
+
+// Mean over positions of KL(p_ref || p) between the softmaxes of two logit rows.
+double gpu_mean_kl(const std::vector<float>& ref, const std::vector<float>& got, int vocab) {
+  const size_t rows = ref.size() / size_t(vocab);
+  double total = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* a = ref.data() + r * size_t(vocab);
+    const float* b = got.data() + r * size_t(vocab);
+    const double ma = *std::max_element(a, a + vocab), mb = *std::max_element(b, b + vocab);
+    double za = 0, zb = 0;
+    for (int i = 0; i < vocab; ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
+    double kl = 0;
+    for (int i = 0; i < vocab; ++i) {
+      const double la = a[i] - ma - std::log(za), lb = b[i] - mb - std::log(zb);
+      kl += std::exp(la) * (la - lb);
+    }
+    total += kl;
+  }
+  return total / double(rows);
+}
+
+}  // namespace
+
 // The fixtures' FP8 checkpoints on a GPU with their weights kept FP8 (--dtype auto: the rest of
-// these f32 models stays f32). Decoding (prompt chunks of 3, then one token: all GEMV) gives
-// the logits of the dequantized checkpoint computed in f32 (--dtype float32, which widens)
-// up to the order of the sums (weights widened to bf16 instead would miss the 1e-4 bound).
-// With --dtype bfloat16 on both sides, prefills (the bf16 copy path) are bit for bit the
-// dequantized checkpoint's. llama_block's 128 x 128 scales vary along down_proj's rows of 160:
-// those are widened to bf16, so it takes only the second part.
+// these f32 models stays f32), against the dequantized checkpoint computed in f32 (--dtype
+// float32, which widens). Decoding (prompt chunks of 3, then one token: all GEMV) gives its
+// logits up to the order of the sums (weights widened to bf16 instead would miss 1e-4).
+// Whole-sequence prefills (W8A8): issue 19's bar, >= 99% top-1 agreement over the
+// teacher-forced positions, with the mean KL printed. llama_block's 128 x 128 scales vary
+// along down_proj's rows of 160: those are widened to bf16, so it takes only the prefill part.
 TEST(Fp8Gpu, CheckpointsKeepFp8Weights) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
   for (const std::string fixture : {"llama_tensor", "llama_channel", "llama_block"}) {
     const std::string base = base_of(fixture);
-    const int vocab = read_json(kFp8 + fixture + "/config.json")["vocab_size"].get<int>();
-    const LoadedModel fp8_bf16 = load_model(kFp8 + fixture, {}, kGpu, 0, 1, DType::BF16);
-    const LoadedModel deq_bf16 =
-        load_model(kFp8 + fixture + "/dequantized", {}, kGpu, 0, 1, DType::BF16);
-    const std::vector<float> c = all_logits(fp8_bf16, base), d = all_logits(deq_bf16, base);
-    ASSERT_EQ(c.size(), d.size());
-    EXPECT_EQ(std::memcmp(c.data(), d.data(), c.size() * sizeof(float)), 0)
-        << fixture << " prefill: max |diff| " << compare(c, d, vocab).max_abs;
-    if (fixture == "llama_block") continue;
     const LoadedModel fp8 = load_model(kFp8 + fixture, {}, kGpu, 0, 1, std::nullopt);
     const LoadedModel deq =
         load_model(kFp8 + fixture + "/dequantized", {}, kGpu, 0, 1, DType::F32);
+    const int vocab = fp8.config().vocab_size;
+    const std::vector<float> c = all_logits(fp8, base), d = all_logits(deq, base);
+    ASSERT_EQ(c.size(), d.size());
+    const Agreement p = compare(c, d, vocab);
+    std::printf("[ fp8 gpu ] %s prefill (W8A8): top-1 agreement %.4f over %zu positions, "
+                "mean KL %.3g nat, max |logit diff| %.3g\n", fixture.c_str(), p.top1,
+                c.size() / size_t(vocab), gpu_mean_kl(d, c, vocab), p.max_abs);
+    EXPECT_GE(p.top1, 0.99) << fixture;
+    EXPECT_GT(p.max_abs, 0.0) << fixture << ": the prefill's activations are not quantized";
+    if (fixture == "llama_block") continue;
     const std::vector<float> a = decode_logits(fp8, base), b = decode_logits(deq, base);
     ASSERT_EQ(a.size(), b.size());
     const Agreement g = compare(a, b, vocab);

@@ -89,7 +89,8 @@ class CudaBackend final : public Backend {
   struct GemmPlan;  // cuBLASLt descriptors and the chosen algorithm for one problem
   // m, n, k, weight dtype, x row stride, out row stride, out dtype.
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int>;
-  // The cached plan for key (made on first use); the cache is emptied when it reaches
+  // The cached plan for key (made on first use; null for an FP8 shape cuBLASLt has no
+  // algorithm for); the cache is emptied when it reaches
   // kMaxGemmPlans, so that a long-running server's distinct prefill shapes cannot grow it.
   std::shared_ptr<const GemmPlan> gemm_plan(const GemmKey& key);
   static constexpr size_t kMaxGemmPlans = 4096;
@@ -98,8 +99,12 @@ class CudaBackend final : public Backend {
   void gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta);
   // x [M, K] f32 as a new tensor of the weights' 16-bit type, RMS-normed by norm_weight if given.
   Tensor to_weight_type(const Tensor& x, DType type, const Tensor* norm_weight, float eps);
-  // A bf16 copy of an FP8_E4M3 weight (device layout), for the products the GEMV does not take.
+  // FP8_E4M3 weights (device layout) where the GEMV does not apply: W8A8 through cuBLASLt
+  // (x quantized per token), or a bf16 copy of the weights where cuBLASLt has no FP8 algorithm.
+  bool matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& fusion);
   Tensor dequantize_fp8(const Tensor& w);
+  // The rotation and cache write of a rope fusion, over a finished q/k/v product.
+  void rope_cache_after(Tensor& qkv, const RopeCacheFusion& rc);
   // out = Act(gate_up[:, :F]) * gate_up[:, F:] (elementwise.cu).
   template <typename Act>
   void act_and_mul(const Tensor& gate_up, Tensor& out);

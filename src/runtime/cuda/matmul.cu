@@ -5,8 +5,10 @@
 // that path the fusions are split around the GEMM: the norm is applied while rounding x, the
 // silu pairs are read from a product kept in the weight's type, the rotation and cache write
 // run after it. cuBLASLt plans (descriptors + algorithm) are cached per shape. FP8 weights
-// (dtype.h's GPU layout) go to the GEMV where it applies, else through a bf16 copy made for the
-// call (correct, not fast: no FP8 tensor-core GEMM yet).
+// (dtype.h's GPU layout) go to the GEMV where it applies (x in f32); larger products are W8A8:
+// x quantized to e4m3 per token (amax / 448, after the norm where one is fused), then
+// cuBLASLt's FP8 GEMM with the weights' row scales and the tokens' scales as outer vectors.
+// Where cuBLASLt has no FP8 algorithm for a shape, a bf16 copy of the weights is used instead.
 #include <cuda_fp8.h>
 
 #include "runtime/cuda/common.cuh"
@@ -89,6 +91,33 @@ __global__ void dequantize_fp8_rows(const uint8_t* __restrict__ w, int64_t n, in
   }
 }
 
+// Per-token FP8 quantization: v = x (or rms_norm(x) * g), s[r] = amax(|v[r, :]|) / 448 (1 for
+// an all-zero row), q[r, i] = e4m3(v[r, i] / s[r]) rounded to nearest even. One block a row.
+template <bool kNorm>
+__global__ void quantize_rows_fp8(const float* __restrict__ x, int64_t ldx,
+                                  const float* __restrict__ g, float eps,
+                                  __nv_fp8_e4m3* __restrict__ q, float* __restrict__ s,
+                                  int64_t rows, int64_t k) {
+  pdl_begin();
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * ldx;
+    float norm = 1.0f;
+    if constexpr (kNorm) {
+      float ss = 0.0f;
+      for (int64_t i = threadIdx.x; i < k; i += blockDim.x) ss += xr[i] * xr[i];
+      norm = rsqrtf(block_sum(ss) / float(k) + eps);
+    }
+    const auto value = [&](int64_t i) { return kNorm ? xr[i] * norm * g[i] : xr[i]; };
+    float amax = 0.0f;
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) amax = fmaxf(amax, fabsf(value(i)));
+    amax = block_max(amax);
+    const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
+      q[r * k + i] = __nv_fp8_e4m3(value(i) / scale);  // saturating, round to nearest even
+    if (threadIdx.x == 0) s[r] = scale;
+  }
+}
+
 cudaDataType_t cuda_type(DType dt) {
   switch (dt) {
     case DType::F32: return CUDA_R_32F;
@@ -122,12 +151,20 @@ std::shared_ptr<const CudaBackend::GemmPlan> CudaBackend::gemm_plan(const GemmKe
   if (it != plans_.end()) return it->second;
   if (plans_.size() >= kMaxGemmPlans) plans_.clear();
   const auto [m, n, k, dt, ldb, ldc, out_dt] = key;
-  const cudaDataType_t ab = cuda_type(static_cast<DType>(dt));
+  const bool fp8 = static_cast<DType>(dt) == DType::FP8_E4M3;
+  const cudaDataType_t ab = fp8 ? CUDA_R_8F_E4M3 : cuda_type(static_cast<DType>(dt));
   auto plan = std::make_shared<GemmPlan>();
   VLLM_LT_CHECK(lt().cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T;
   VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
                                                sizeof(trans_a)));
+  if (fp8) {  // a scale per weight row (cuBLAS's rows of op(A)) and per token (columns of B)
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+    VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+  }
   VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->a, ab, k, n, k));
   VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->b, ab, k, m, ldb));
   VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->c, cuda_type(static_cast<DType>(out_dt)),
@@ -141,6 +178,10 @@ std::shared_ptr<const CudaBackend::GemmPlan> CudaBackend::gemm_plan(const GemmKe
   const cublasStatus_t st = lt().cublasLtMatmulAlgoGetHeuristic(
       lt_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
   lt().cublasLtMatmulPreferenceDestroy(pref);
+  if (fp8 && (st != CUBLAS_STATUS_SUCCESS || found == 0)) {  // matmul_fp8 falls back
+    plans_.emplace(key, nullptr);
+    return nullptr;
+  }
   VLLM_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no algorithm for ", m, "x",
              n, "x", k, " in ", dtype_name(static_cast<DType>(dt)));
   plan->algo = result.algo;
@@ -169,6 +210,8 @@ bool CudaBackend::run_matmul(const Tensor& x, const Tensor& w, Tensor& out,
     return true;
   }
   const bool fused = f.norm_weight || f.silu_and_mul || f.rope_cache;
+  if (w.dtype() == DType::FP8_E4M3 && (!fused || !(gemv_applies(x, w, {}) || f.normed_out)))
+    return matmul_fp8(x, w, out, f);
   if (!fused) {
     gemm(x, w, out, f.accumulate ? 1.0f : 0.0f);
     return true;
@@ -177,24 +220,61 @@ bool CudaBackend::run_matmul(const Tensor& x, const Tensor& w, Tensor& out,
   // and the silu pairs are read from a 16-bit product. f32 weights take the plain ops, and so do
   // products the plain GEMV takes (x kept in f32) when the fused one does not apply.
   if (w.dtype() == DType::F32 || gemv_applies(x, w, {}) || f.normed_out) return false;
-  const DType wt = w.dtype() == DType::FP8_E4M3 ? DType::BF16 : w.dtype();  // gemm's type
-  const Tensor xin = f.norm_weight ? to_weight_type(x, wt, f.norm_weight, f.eps) : x;
+  const Tensor xin = f.norm_weight ? to_weight_type(x, w.dtype(), f.norm_weight, f.eps) : x;
   if (f.silu_and_mul) {
-    Tensor gate_up = Tensor::empty({x.size(0), w.size(0)}, wt, device());
+    Tensor gate_up = Tensor::empty({x.size(0), w.size(0)}, w.dtype(), device());
     gemm(xin, w, gate_up, 0.0f);
     silu_and_mul(gate_up, out);
     return true;
   }
   gemm(xin, w, out, f.accumulate ? 1.0f : 0.0f);
-  if (const RopeCacheFusion* rc = f.rope_cache) {
-    QkvHeads h = split_qkv(out, rc->q_heads, static_cast<int>(rc->k_cache->size(2)),
-                           static_cast<int>(rc->k_cache->size(3)));
-    if (!rope_and_cache(h.qk, *rc->positions, *rc->params, h.k, h.v, *rc->k_cache,
-                        *rc->v_cache, *rc->slot_mapping, nullptr)) {
-      rope(h.qk, *rc->positions, *rc->params);
-      reshape_and_cache(h.k, h.v, *rc->k_cache, *rc->v_cache, *rc->slot_mapping);
-    }
+  if (f.rope_cache) rope_cache_after(out, *f.rope_cache);
+  return true;
+}
+
+void CudaBackend::rope_cache_after(Tensor& qkv, const RopeCacheFusion& rc) {
+  QkvHeads h = split_qkv(qkv, rc.q_heads, static_cast<int>(rc.k_cache->size(2)),
+                         static_cast<int>(rc.k_cache->size(3)));
+  if (!rope_and_cache(h.qk, *rc.positions, *rc.params, h.k, h.v, *rc.k_cache, *rc.v_cache,
+                      *rc.slot_mapping, nullptr)) {
+    rope(h.qk, *rc.positions, *rc.params);
+    reshape_and_cache(h.k, h.v, *rc.k_cache, *rc.v_cache, *rc.slot_mapping);
   }
+}
+
+bool CudaBackend::matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out,
+                             const MatmulFusion& f) {
+  const int64_t m = x.size(0), n = w.size(0), k = w.size(1);
+  if (m == 0 || n == 0) return true;
+  // The product goes to out, or for silu pairs to an f32 scratch holding both halves.
+  Tensor pairs = f.silu_and_mul ? Tensor::empty({m, n}, DType::F32, device()) : Tensor();
+  Tensor& product = f.silu_and_mul ? pairs : out;
+  const std::shared_ptr<const GemmPlan> plan =
+      gemm_plan({m, n, k, static_cast<int>(DType::FP8_E4M3), k, row_stride(product),
+                 static_cast<int>(DType::F32)});
+  if (!plan) return run_matmul(x, dequantize_fp8(w), out, f);
+  Tensor xq = Tensor::empty({m, k}, DType::F8_E4M3, device());
+  Tensor xs = Tensor::empty({m}, DType::F32, device());
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(m, 65535));
+  if (f.norm_weight)
+    launch(quantize_rows_fp8<true>, grid, 256, 0, stream_, x.data<float>(), row_stride(x),
+           f.norm_weight->data<float>(), f.eps, xq.data<__nv_fp8_e4m3>(), xs.data<float>(), m, k);
+  else
+    launch(quantize_rows_fp8<false>, grid, 256, 0, stream_, x.data<float>(), row_stride(x),
+           static_cast<const float*>(nullptr), 0.0f, xq.data<__nv_fp8_e4m3>(),
+           xs.data<float>(), m, k);
+  const void* a_scale = w.data<uint8_t>() + n * k;  // the row scales after the bytes (dtype.h)
+  const void* b_scale = xs.raw();
+  VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+  VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+  const float alpha = 1.0f, beta = f.accumulate ? 1.0f : 0.0f;
+  VLLM_LT_CHECK(lt().cublasLtMatmul(lt_, plan->desc, &alpha, w.raw(), plan->a, xq.raw(), plan->b,
+                                    &beta, product.raw(), plan->c, product.raw(), plan->c,
+                                    &plan->algo, workspace_, workspace_bytes_, stream_));
+  if (f.silu_and_mul) silu_and_mul(pairs, out);
+  if (f.rope_cache) rope_cache_after(out, *f.rope_cache);
   return true;
 }
 
@@ -233,14 +313,10 @@ Tensor CudaBackend::to_weight_type(const Tensor& x, DType type, const Tensor* no
 }
 
 // out = x @ w^T + beta * out through cuBLASLt. x in f32 is first rounded to w's type (when that
-// is 16-bit); out is f32 or w's type. FP8 weights: through their bf16 copy.
+// is 16-bit); out is f32 or w's type.
 void CudaBackend::gemm(const Tensor& x, const Tensor& w, Tensor& out, float beta) {
   const int64_t m = x.size(0), n = w.size(0);
   if (m == 0 || n == 0) return;
-  if (w.dtype() == DType::FP8_E4M3) {
-    gemm(x, dequantize_fp8(w), out, beta);
-    return;
-  }
   const DType wt = w.dtype();
   (void)cuda_type(wt);
   VLLM_CHECK(out.dtype() == DType::F32 || out.dtype() == wt, "gemm output ",
