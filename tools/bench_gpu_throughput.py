@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--enforce-eager", action="store_true")
+    ap.add_argument("--quantization", default="", help="passed on (e.g. fp8)")
     args = ap.parse_args()
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -44,6 +45,8 @@ def main():
                "--max-model-len", str(args.input_len + args.output_len)]
         if args.enforce_eager:
             cmd.append("--enforce-eager")
+        if args.quantization:
+            cmd += ["--quantization", args.quantization]
         t0 = time.perf_counter()
         run = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
         elapsed = time.perf_counter() - t0
@@ -61,6 +64,7 @@ def main():
     total = args.num_prompts * args.input_len + generated
     print(json.dumps({"engine": "vllm-cpp", "model": args.model, "num_prompts": args.num_prompts,
                       "enforce_eager": args.enforce_eager,
+                      "quantization": args.quantization or None,
                       "input_len": args.input_len, "output_len": args.output_len,
                       "generated_tokens": generated, "elapsed_s": round(elapsed, 2),
                       "total_tok_s": round(total / elapsed, 1),
