@@ -7,7 +7,8 @@
 // run after it. cuBLASLt plans (descriptors + algorithm) are cached per shape. FP8 weights
 // (dtype.h's GPU layout) go to the GEMV where it applies (x in f32); larger products are W8A8:
 // x quantized to e4m3 per token (amax / 448, after the norm where one is fused), then
-// cuBLASLt's FP8 GEMM with the weights' row scales and the tokens' scales as outer vectors.
+// cuBLASLt's FP8 GEMM with the weights' row scales and the tokens' scales as outer vectors,
+// into a bf16 product (the one output type cuBLASLt takes with outer-vector scales).
 // Where cuBLASLt has no FP8 algorithm for a shape, a bf16 copy of the weights is used instead.
 #include <cuda_fp8.h>
 
@@ -115,6 +116,18 @@ __global__ void quantize_rows_fp8(const float* __restrict__ x, int64_t ldx,
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
       q[r * k + i] = __nv_fp8_e4m3(value(i) / scale);  // saturating, round to nearest even
     if (threadIdx.x == 0) s[r] = scale;
+  }
+}
+
+// out[r, c] = p[r, c] (or +=), p a packed [rows, cols] bf16 product, out f32 with row stride ldo.
+__global__ void widen_rows(const __nv_bfloat16* __restrict__ p, int64_t rows, int64_t cols,
+                           float* __restrict__ out, int64_t ldo, bool accumulate) {
+  pdl_begin();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float& o = out[i / cols * ldo + i % cols];
+    const float v = __bfloat162float(p[i]);
+    o = accumulate ? o + v : v;
   }
 }
 
@@ -246,12 +259,8 @@ bool CudaBackend::matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out,
                              const MatmulFusion& f) {
   const int64_t m = x.size(0), n = w.size(0), k = w.size(1);
   if (m == 0 || n == 0) return true;
-  // The product goes to out, or for silu pairs to an f32 scratch holding both halves.
-  Tensor pairs = f.silu_and_mul ? Tensor::empty({m, n}, DType::F32, device()) : Tensor();
-  Tensor& product = f.silu_and_mul ? pairs : out;
-  const std::shared_ptr<const GemmPlan> plan =
-      gemm_plan({m, n, k, static_cast<int>(DType::FP8_E4M3), k, row_stride(product),
-                 static_cast<int>(DType::F32)});
+  const std::shared_ptr<const GemmPlan> plan = gemm_plan(
+      {m, n, k, static_cast<int>(DType::FP8_E4M3), k, n, static_cast<int>(DType::BF16)});
   if (!plan) return run_matmul(x, dequantize_fp8(w), out, f);
   Tensor xq = Tensor::empty({m, k}, DType::F8_E4M3, device());
   Tensor xs = Tensor::empty({m}, DType::F32, device());
@@ -269,11 +278,19 @@ bool CudaBackend::matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out,
       plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
   VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
-  const float alpha = 1.0f, beta = f.accumulate ? 1.0f : 0.0f;
+  Tensor product = Tensor::empty({m, n}, DType::BF16, device());
+  const float alpha = 1.0f, beta = 0.0f;
   VLLM_LT_CHECK(lt().cublasLtMatmul(lt_, plan->desc, &alpha, w.raw(), plan->a, xq.raw(), plan->b,
                                     &beta, product.raw(), plan->c, product.raw(), plan->c,
                                     &plan->algo, workspace_, workspace_bytes_, stream_));
-  if (f.silu_and_mul) silu_and_mul(pairs, out);
+  if (f.silu_and_mul) {
+    silu_and_mul(product, out);
+    return true;
+  }
+  const auto blocks = static_cast<unsigned>(
+      std::min<int64_t>((m * n + 255) / 256, int64_t(multiprocessors_) * 8));
+  launch(widen_rows, blocks, 256, 0, stream_, product.data<__nv_bfloat16>(), m, n,
+         out.data<float>(), row_stride(out), f.accumulate);
   if (f.rope_cache) rope_cache_after(out, *f.rope_cache);
   return true;
 }
