@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <regex>
 
 #include <nlohmann/json.hpp>
@@ -253,25 +254,48 @@ std::unique_ptr<WeightSource> make_quantized_source(std::shared_ptr<SafetensorsM
 Tensor quantize_fp8_per_tensor(const Tensor& w) {
   VLLM_CHECK(w.ndim() == 2 && w.is_contiguous(), "quantize_fp8_per_tensor of ", w.shape_str());
   const int64_t N = w.size(0), K = w.size(1);
-  // Rows on the CPU pool's threads (an 8B model has 7 G elements to convert at load).
-  std::vector<float> f(static_cast<size_t>(N * K)), row_amax(static_cast<size_t>(N));
+  // Rows on the CPU pool's threads, each dequantized into a per-chunk buffer twice (for the
+  // amax, then for the bytes) rather than the whole tensor once: an 8B model has 7 G elements.
+  std::vector<float> row_amax(static_cast<size_t>(N));
   cpu_pool().parallel_for(N, [&](int64_t begin, int64_t end) {
+    std::vector<float> r(static_cast<size_t>(K));
     for (int64_t n = begin; n < end; ++n) {
-      float* r = f.data() + n * K;
-      cpu::dequantize_row(w.dtype(), w.row(n), r, K);
+      cpu::dequantize_row(w.dtype(), w.row(n), r.data(), K);
       float m = 0;
-      for (int64_t i = 0; i < K; ++i) m = std::max(m, std::fabs(r[i]));
+      for (float v : r) m = std::max(m, std::fabs(v));
       row_amax[size_t(n)] = m;
     }
   });
   const float amax = N > 0 ? *std::max_element(row_amax.begin(), row_amax.end()) : 0.0f;
   const float scale = amax > 0 ? amax / kFp8Max : 1.0f;
-  std::vector<uint8_t> q(f.size());
-  cpu_pool().parallel_for(N * K, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      q[size_t(i)] = f32_to_fp8_e4m3(std::clamp(f[size_t(i)] / scale, -kFp8Max, kFp8Max));
+  const auto quantize_rows = [&](const std::function<void(int64_t, const uint8_t*)>& put) {
+    cpu_pool().parallel_for(N, [&](int64_t begin, int64_t end) {
+      std::vector<float> r(static_cast<size_t>(K));
+      std::vector<uint8_t> q(static_cast<size_t>(K));
+      for (int64_t n = begin; n < end; ++n) {
+        cpu::dequantize_row(w.dtype(), w.row(n), r.data(), K);
+        for (int64_t k = 0; k < K; ++k)
+          q[size_t(k)] = f32_to_fp8_e4m3(std::clamp(r[size_t(k)] / scale, -kFp8Max, kFp8Max));
+        put(n, q.data());
+      }
+    });
+  };
+  if (K % kFp8Block != 0) {  // assemble_fp8's f32 values
+    std::vector<uint8_t> all(static_cast<size_t>(N * K));
+    quantize_rows([&](int64_t n, const uint8_t* q) {
+      std::memcpy(&all[size_t(n * K)], q, size_t(K));
+    });
+    return assemble_fp8(all.data(), N, K, [&](int64_t, int64_t) { return scale; });
+  }
+  Tensor out = Tensor::empty({N, K}, DType::FP8_E4M3);
+  quantize_rows([&](int64_t n, const uint8_t* q) {
+    auto* blocks = reinterpret_cast<BlockFp8E4M3*>(out.row(n));
+    for (int64_t b = 0; b < K / kFp8Block; ++b) {
+      blocks[b].d = scale;
+      std::memcpy(blocks[b].qs, q + b * kFp8Block, kFp8Block);
+    }
   });
-  return assemble_fp8(q.data(), N, K, [&](int64_t, int64_t) { return scale; });
+  return out;
 }
 
 }  // namespace vllm

@@ -539,7 +539,8 @@ TEST(Fp8Gpu, NormedQkvRopeCacheMatchesDequantizedWeights) {
         pos.data<int32_t>()[t] = int32_t(7 * t + 3);
         slots.data<int32_t>()[t] = t == 1 ? -1 : int32_t(t);  // one padding row
       }
-      Tensor normed = Tensor::empty({m, k}, DType::F32), qkv = Tensor::empty({m, width}, DType::F32);
+      Tensor normed = Tensor::empty({m, k}, DType::F32);
+      Tensor qkv = Tensor::empty({m, width}, DType::F32);
       Tensor kc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
       Tensor vc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
       c.normed_rope_cache(x, g, 1e-5f, normed, qkv, Hq, pos, p, kc, vc, slots);

@@ -304,7 +304,8 @@ Tensor CudaBackend::dequantize_fp8(const Tensor& w) {
   if (pieces == 0) return y;
   const auto grid = static_cast<unsigned>(std::min<int64_t>((pieces + 255) / 256,
                                                             int64_t(multiprocessors_) * 16));
-  launch(dequantize_fp8_rows, grid, 256, 0, stream_, w.data<uint8_t>(), n, k, y.data<__nv_bfloat16>());
+  launch(dequantize_fp8_rows, grid, 256, 0, stream_, w.data<uint8_t>(), n, k,
+         y.data<__nv_bfloat16>());
   return y;
 }
 
