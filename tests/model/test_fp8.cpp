@@ -451,12 +451,11 @@ Tensor gpu_bf16_to_f32(const Tensor& t) {
 
 // Bounds. GEMV (up to 8 rows, x in f32, weights exact): the order of the sums, as runtime's
 // CudaOps tests (1e-6; 1e-5 where the norm scale is applied after the dot). FP8 GEMM against
-// the same per-token quantization of x done here: its bf16 product rounds each element by at
-// most 2^-9 relative, and Hopper's FP8 tensor cores accumulate with about 14 mantissa bits
-// before cuBLASLt promotes to f32 (DeepSeek-V3 report, sec. 3.3.2): 2^-9 + 5e-4. Against
-// unquantized x (where a fused norm's rows differ from ours in the last bit, so an element
-// may round the other way): e4m3's rounding of x, 2^-4 / sqrt(3) = 3.6% rms, so 5%.
-constexpr double kGemvBound = 1e-6, kGemvNormBound = 1e-5, kFp8GemmBound = 0x1p-9 + 5e-4;
+// the same per-token quantization of x done here: Hopper's FP8 tensor cores accumulate with
+// about 14 mantissa bits before cuBLASLt promotes to f32 (DeepSeek-V3 report, sec. 3.3.2), so
+// 1e-3. Against unquantized x (where a fused norm's rows differ from ours in the last bit, so
+// an element may round the other way): e4m3's rounding of x, 2^-4 / sqrt(3) = 3.6% rms, so 5%.
+constexpr double kGemvBound = 1e-6, kGemvNormBound = 1e-5, kFp8GemmBound = 1e-3;
 constexpr double kFp8RoundingBound = 0.05;
 
 }  // namespace
@@ -492,7 +491,7 @@ TEST(Fp8Gpu, LinearMatchesDequantizedWeights) {
       if (!gemv) {  // control: the GEMM's x is quantized (e4m3: ~2.5% off the f32 product)
         Tensor exact = cpu(F);
         c(x, exact);
-        EXPECT_GT(gpu_rel_err(out, exact), 4 * kFp8GemmBound) << "plain " << what;
+        EXPECT_GT(gpu_rel_err(out, exact), 10 * kFp8GemmBound) << "plain " << what;
         EXPECT_LT(gpu_rel_err(out, exact), kFp8RoundingBound) << "plain " << what;
       }
 

@@ -6,9 +6,9 @@
 // silu pairs are read from a product kept in the weight's type, the rotation and cache write
 // run after it. cuBLASLt plans (descriptors + algorithm) are cached per shape. FP8 weights
 // (dtype.h's GPU layout) go to the GEMV where it applies (x in f32); larger products are W8A8:
-// x quantized to e4m3 per token (amax / 448, after the norm where one is fused), then
-// cuBLASLt's FP8 GEMM with the weights' row scales and the tokens' scales as outer vectors,
-// into a bf16 product (the one output type cuBLASLt takes with outer-vector scales).
+// x quantized to e4m3 per token (amax / 448, after the norm where one is fused), cuBLASLt's
+// FP8 GEMM of the bytes into f32, then both scales applied per element by one epilogue kernel
+// (cuBLASLt 13.1 refuses outer-vector scale modes on the H200: CUBLAS_STATUS_INVALID_VALUE).
 // Where cuBLASLt has no FP8 algorithm for a shape, a bf16 copy of the weights is used instead.
 #include <cuda_fp8.h>
 
@@ -119,14 +119,17 @@ __global__ void quantize_rows_fp8(const float* __restrict__ x, int64_t ldx,
   }
 }
 
-// out[r, c] = p[r, c] (or +=), p a packed [rows, cols] bf16 product, out f32 with row stride ldo.
-__global__ void widen_rows(const __nv_bfloat16* __restrict__ p, int64_t rows, int64_t cols,
-                           float* __restrict__ out, int64_t ldo, bool accumulate) {
+// out[r, c] = p[r, c] * row_scale[r] * col_scale[c] (or +=), p a packed [rows, cols] f32
+// product of e4m3 bytes, out f32 with row stride ldo (may be p itself, ldo = cols).
+__global__ void scale_fp8_product(const float* p, const float* __restrict__ row_scale,
+                                  const float* __restrict__ col_scale, int64_t rows,
+                                  int64_t cols, float* out, int64_t ldo, bool accumulate) {
   pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols;
        i += int64_t(gridDim.x) * blockDim.x) {
-    float& o = out[i / cols * ldo + i % cols];
-    const float v = __bfloat162float(p[i]);
+    const int64_t r = i / cols, c = i % cols;
+    float& o = out[r * ldo + c];
+    const float v = p[i] * row_scale[r] * col_scale[c];
     o = accumulate ? o + v : v;
   }
 }
@@ -171,13 +174,6 @@ std::shared_ptr<const CudaBackend::GemmPlan> CudaBackend::gemm_plan(const GemmKe
   const cublasOperation_t trans_a = CUBLAS_OP_T;
   VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
                                                sizeof(trans_a)));
-  if (fp8) {  // a scale per weight row (cuBLAS's rows of op(A)) and per token (columns of B)
-    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
-    VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
-  }
   VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->a, ab, k, n, k));
   VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->b, ab, k, m, ldb));
   VLLM_LT_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->c, cuda_type(static_cast<DType>(out_dt)),
@@ -260,7 +256,7 @@ bool CudaBackend::matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out,
   const int64_t m = x.size(0), n = w.size(0), k = w.size(1);
   if (m == 0 || n == 0) return true;
   const std::shared_ptr<const GemmPlan> plan = gemm_plan(
-      {m, n, k, static_cast<int>(DType::FP8_E4M3), k, n, static_cast<int>(DType::BF16)});
+      {m, n, k, static_cast<int>(DType::FP8_E4M3), k, n, static_cast<int>(DType::F32)});
   if (!plan) return run_matmul(x, dequantize_fp8(w), out, f);
   Tensor xq = Tensor::empty({m, k}, DType::F8_E4M3, device());
   Tensor xs = Tensor::empty({m}, DType::F32, device());
@@ -272,25 +268,23 @@ bool CudaBackend::matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out,
     launch(quantize_rows_fp8<false>, grid, 256, 0, stream_, x.data<float>(), row_stride(x),
            static_cast<const float*>(nullptr), 0.0f, xq.data<__nv_fp8_e4m3>(),
            xs.data<float>(), m, k);
-  const void* a_scale = w.data<uint8_t>() + n * k;  // the row scales after the bytes (dtype.h)
-  const void* b_scale = xs.raw();
-  VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
-  VLLM_LT_CHECK(lt().cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
-  Tensor product = Tensor::empty({m, n}, DType::BF16, device());
+  // The unscaled product (sums of e4m3 products: far inside f32's range), then the scales.
+  Tensor product = Tensor::empty({m, n}, DType::F32, device());
   const float alpha = 1.0f, beta = 0.0f;
   VLLM_LT_CHECK(lt().cublasLtMatmul(lt_, plan->desc, &alpha, w.raw(), plan->a, xq.raw(), plan->b,
                                     &beta, product.raw(), plan->c, product.raw(), plan->c,
                                     &plan->algo, workspace_, workspace_bytes_, stream_));
+  const float* w_scale = reinterpret_cast<const float*>(w.data<uint8_t>() + n * k);  // dtype.h
+  const auto blocks = static_cast<unsigned>(
+      std::min<int64_t>((m * n + 255) / 256, int64_t(multiprocessors_) * 8));
   if (f.silu_and_mul) {
+    launch(scale_fp8_product, blocks, 256, 0, stream_, product.data<float>(),
+           xs.data<float>(), w_scale, m, n, product.data<float>(), n, false);
     silu_and_mul(product, out);
     return true;
   }
-  const auto blocks = static_cast<unsigned>(
-      std::min<int64_t>((m * n + 255) / 256, int64_t(multiprocessors_) * 8));
-  launch(widen_rows, blocks, 256, 0, stream_, product.data<__nv_bfloat16>(), m, n,
-         out.data<float>(), row_stride(out), f.accumulate);
+  launch(scale_fp8_product, blocks, 256, 0, stream_, product.data<float>(), xs.data<float>(),
+         w_scale, m, n, out.data<float>(), row_stride(out), f.accumulate);
   if (f.rope_cache) rope_cache_after(out, *f.rope_cache);
   return true;
 }
