@@ -110,20 +110,15 @@ __device__ __forceinline__ void unpack(const uint4& u, float (&f)[kPer<W>]) {
 __device__ __forceinline__ float4 mul4(float4 a, float4 b) {
   return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w);
 }
-// w . x over a piece, left to right (the order the 16-bit kernels always had).
-template <int N>
-__device__ __forceinline__ float dot(const float (&w)[N], const float4 (&x)[N / 4]) {
+__device__ __forceinline__ float dot8(const float (&w)[8], float4 a, float4 b) {
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
+         w[6] * b.z + w[7] * b.w;
+}
+// FP8: a piece of 16, left to right.
+__device__ __forceinline__ float dot16(const float (&w)[16], const float4 (&x)[4]) {
   float s = w[0] * x[0].x;
-  s += w[1] * x[0].y;
-  s += w[2] * x[0].z;
-  s += w[3] * x[0].w;
 #pragma unroll
-  for (int q = 1; q < N / 4; ++q) {
-    s += w[4 * q] * x[q].x;
-    s += w[4 * q + 1] * x[q].y;
-    s += w[4 * q + 2] * x[q].z;
-    s += w[4 * q + 3] * x[q].w;
-  }
+  for (int i = 1; i < 16; ++i) s += w[i] * reinterpret_cast<const float*>(x)[i];
   return s;
 }
 
@@ -162,8 +157,9 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   constexpr int kColumns = kPairs ? 2 : 1;
   constexpr int kLoads = kSliced ? kSplitDepth : kDepth;
   constexpr int kP = kPer<W>, kQuads = kP / 4;
-  // Staged x of row m: staged[kQuads * m + q][p] holds x[kP * p + 4q .. + 3], so that
-  // consecutive lanes read consecutive 16-byte words.
+  // Staged x of row m: staged[2m][p] and staged[2m + 1][p] hold x[8p..8p+3] and x[8p+4..8p+7],
+  // so that consecutive lanes read consecutive 16-byte words. FP8 (16 weights a piece):
+  // staged[4m + q][p] holds x[16p + 4q .. + 3].
   extern __shared__ float4 staged[];
   __shared__ float scale[M];
   __shared__ float slice_sums[kSliced ? 2 : 1][kSliced ? kWarps : 1][M];  // by column parity
@@ -216,22 +212,35 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
     for (int m = 0; m < M; ++m) {
       float ss = 0.0f;
       for (int p = threadIdx.x; p < all_pieces; p += kThreads) {
-        const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * kP);
-        float4 v[kQuads];
+        if constexpr (kIsFp8<W>) {
+          const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * kP);
+          float4 v[kQuads];
 #pragma unroll
-        for (int q = 0; q < kQuads; ++q) v[q] = xp[q];
-        if constexpr (kNormed) {
+          for (int q = 0; q < kQuads; ++q) v[q] = xp[q];
+          if constexpr (kNormed) {
 #pragma unroll
-          for (int q = 0; q < kQuads; q += 2)  // the sum in the 16-bit kernels' order
-            ss += v[q].x * v[q].x + v[q].y * v[q].y + v[q].z * v[q].z + v[q].w * v[q].w +
-                  v[q + 1].x * v[q + 1].x + v[q + 1].y * v[q + 1].y + v[q + 1].z * v[q + 1].z +
-                  v[q + 1].w * v[q + 1].w;
-          const float4* g = reinterpret_cast<const float4*>(a.norm_weight + p * kP);
+            for (int q = 0; q < kQuads; q += 2)  // the sum in the 16-bit kernels' order
+              ss += v[q].x * v[q].x + v[q].y * v[q].y + v[q].z * v[q].z + v[q].w * v[q].w +
+                    v[q + 1].x * v[q + 1].x + v[q + 1].y * v[q + 1].y +
+                    v[q + 1].z * v[q + 1].z + v[q + 1].w * v[q + 1].w;
+            const float4* g = reinterpret_cast<const float4*>(a.norm_weight + p * kP);
 #pragma unroll
-          for (int q = 0; q < kQuads; ++q) v[q] = mul4(v[q], g[q]);
+            for (int q = 0; q < kQuads; ++q) v[q] = mul4(v[q], g[q]);
+          }
+#pragma unroll
+          for (int q = 0; q < kQuads; ++q) staged[(kQuads * m + q) * all_pieces + p] = v[q];
+        } else {  // the 16-bit kernels' own code, unchanged
+          const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * 8);
+          float4 lo = xp[0], hi = xp[1];
+          if constexpr (kNormed) {
+            ss += lo.x * lo.x + lo.y * lo.y + lo.z * lo.z + lo.w * lo.w + hi.x * hi.x +
+                  hi.y * hi.y + hi.z * hi.z + hi.w * hi.w;
+            const float4* g = reinterpret_cast<const float4*>(a.norm_weight + p * 8);
+            lo = mul4(lo, g[0]), hi = mul4(hi, g[1]);
+          }
+          staged[2 * m * all_pieces + p] = lo;
+          staged[(2 * m + 1) * all_pieces + p] = hi;
         }
-#pragma unroll
-        for (int q = 0; q < kQuads; ++q) staged[(kQuads * m + q) * all_pieces + p] = v[q];
       }
       if constexpr (kNormed) {
         ss = block_sum(ss);
@@ -261,12 +270,20 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
           unpack<W>(buf[u], wf);
 #pragma unroll
           for (int m = 0; m < M; ++m) {
-            float4 xq[kQuads];
-            const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * kP);
+            if constexpr (kIsFp8<W>) {
+              float4 xq[kQuads];
+              const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * kP);
 #pragma unroll
-            for (int q = 0; q < kQuads; ++q)
-              xq[q] = kStage ? staged[(kQuads * m + q) * all_pieces + p] : __ldg(xp + q);
-            acc[m] += dot<kP>(wf, xq);
+              for (int q = 0; q < kQuads; ++q)
+                xq[q] = kStage ? staged[(kQuads * m + q) * all_pieces + p] : __ldg(xp + q);
+              acc[m] += dot16(wf, xq);
+            } else if constexpr (kStage) {
+              acc[m] += dot8(wf, staged[2 * m * all_pieces + p],
+                             staged[(2 * m + 1) * all_pieces + p]);
+            } else {
+              const float4* xp = reinterpret_cast<const float4*>(a.x + m * a.ldx + p * 8);
+              acc[m] += dot8(wf, __ldg(xp), __ldg(xp + 1));
+            }
           }
         }
         if (++c_step == steps) {  // column finished: lane m writes row m
