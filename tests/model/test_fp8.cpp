@@ -92,6 +92,19 @@ Agreement compare(const std::vector<float>& a, const std::vector<float>& b, int 
   return g;
 }
 
+// KL(softmax(ref) || softmax(got)) of two rows of logits, in double.
+double kl_divergence(const float* ref, const float* got, int vocab) {
+  const double mr = *std::max_element(ref, ref + vocab), mg = *std::max_element(got, got + vocab);
+  double zr = 0, zg = 0;
+  for (int i = 0; i < vocab; ++i) zr += std::exp(ref[i] - mr), zg += std::exp(got[i] - mg);
+  double kl = 0;
+  for (int i = 0; i < vocab; ++i) {
+    const double lr = ref[i] - mr - std::log(zr), lg = got[i] - mg - std::log(zg);
+    kl += std::exp(lr) * (lr - lg);
+  }
+  return kl;
+}
+
 // (fixture, device); on CUDA with --dtype float32, so that the FP8 weights widen to f32 there
 // as the dequantized checkpoint's are stored.
 class Fp8Checkpoint : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
@@ -301,17 +314,9 @@ TEST(Fp8KvCache, SmolLM2AgreementIsMeasured) {
       kept += top == want[s];
       kept_f16 += top_f16 == want[s];
       same_top += top == top_f16;
-      // KL(f16 || fp8) of the softmax distributions, in double.
-      const double mp = *std::max_element(p, p + vocab), mq = *std::max_element(q, q + vocab);
-      double zp = 0, zq = 0;
-      for (int i = 0; i < vocab; ++i) zp += std::exp(p[i] - mp), zq += std::exp(q[i] - mq);
-      double kl = 0;
-      for (int i = 0; i < vocab; ++i) {
-        const double lq = q[i] - mq - std::log(zq), lp = p[i] - mp - std::log(zp);
-        kl += std::exp(lq) * (lq - lp);
+      kl_sum += kl_divergence(q, p, vocab);  // KL(f16 || fp8)
+      for (int i = 0; i < vocab; ++i)
         max_diff = std::max(max_diff, double(std::fabs(p[i] - q[i])));
-      }
-      kl_sum += kl;
     }
   }
   std::printf("[ fp8 kv  ] SmolLM2, %d teacher-forced steps: top-1 as the f16 cache's in %d; "
@@ -566,19 +571,8 @@ namespace {
 double gpu_mean_kl(const std::vector<float>& ref, const std::vector<float>& got, int vocab) {
   const size_t rows = ref.size() / size_t(vocab);
   double total = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* a = ref.data() + r * size_t(vocab);
-    const float* b = got.data() + r * size_t(vocab);
-    const double ma = *std::max_element(a, a + vocab), mb = *std::max_element(b, b + vocab);
-    double za = 0, zb = 0;
-    for (int i = 0; i < vocab; ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
-    double kl = 0;
-    for (int i = 0; i < vocab; ++i) {
-      const double la = a[i] - ma - std::log(za), lb = b[i] - mb - std::log(zb);
-      kl += std::exp(la) * (la - lb);
-    }
-    total += kl;
-  }
+  for (size_t r = 0; r < rows; ++r)
+    total += kl_divergence(ref.data() + r * size_t(vocab), got.data() + r * size_t(vocab), vocab);
   return total / double(rows);
 }
 
