@@ -2,8 +2,9 @@
 # Runs on the GPU machine, from the repository root, over binaries packed by
 # scripts/gpu_pack.sh: the CUDA op and model tests, then the benchmarks of docs/benchmarks.md.
 # Results: $OUT/gpu_results.jsonl (one JSON object per figure) and logs under $OUT.
-#   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput profile kv
-#   (default: all but profile and kv; kv needs SHAPES=gemma3-4b made by the models stage)
+#   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput profile kv tp
+#   (default: all but profile, kv and tp; kv needs SHAPES=gemma3-4b made by the models stage;
+#   tp needs two GPUs and TP_MODEL, default llama-8b, made by the models stage)
 # Environment: SHAPES (models), LATENCY_MODELS and HF_MODELS (default: llama-1b llama-8b),
 # THROUGHPUT_MODELS (default: llama-8b), NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT,
 # THROUGHPUT_FLAGS, PROFILE_MODEL, PROFILE_LAUNCHES, PROFILE_PREFILL (a prompt length: profile
@@ -121,6 +122,39 @@ if has hf; then
     [ -d "$MODELS/$m" ] || continue
     timeout 400 python3 tools/bench_hf_decode.py --model "$MODELS/$m" --input-len 128 \
       --output-len 256 2>"$OUT/hf_$m.log" | tee -a "$RESULTS"
+  done
+fi
+
+
+if has tp; then
+  log "tp (tensor parallel over $(nvidia-smi -L | wc -l) GPUs)"
+  m=${TP_MODEL:-llama-8b}
+  # The same greedy tokens at TP=1 and TP=2 for a few prompts, then one sequence's decode
+  # speed (1 prompt of 128 tokens, 256 out) and the offline throughput at each size.
+  python3 - "$OUT/tp_in.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i, p in enumerate(["The capital of France is", "def fibonacci(n):", "Once upon a time"]):
+        f.write(json.dumps({"prompt": p, "max_tokens": 48, "temperature": 0,
+                            "ignore_eos": True}) + "\n")
+PY
+  for tp in 1 2; do
+    $BIN/vllm-cpp generate --device cuda -m "$MODELS/$m" --tensor-parallel-size $tp \
+      --input "$OUT/tp_in.jsonl" --output "$OUT/tp_out_$tp.jsonl" --max-model-len 512 \
+      2> "$OUT/tp_gen_$tp.log" || tail -5 "$OUT/tp_gen_$tp.log"
+  done
+  cmp -s "$OUT/tp_out_1.jsonl" "$OUT/tp_out_2.jsonl" \
+    && echo "{\"model\": \"$m\", \"tp2_tokens_match_tp1\": true}" | tee -a "$RESULTS" \
+    || echo "{\"model\": \"$m\", \"tp2_tokens_match_tp1\": false}" | tee -a "$RESULTS"
+  for tp in 1 2; do
+    timeout "${THROUGHPUT_TIMEOUT:-500}" python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp \
+      --model "$MODELS/$m" --num-prompts 1 --input-len 128 --output-len 256 \
+      --tensor-parallel-size $tp 2>"$OUT/tp_decode_$tp.log" \
+      | sed "s/^{/{\"model\": \"$m\", \"figure\": \"one sequence\", /" | tee -a "$RESULTS"
+    timeout "${THROUGHPUT_TIMEOUT:-500}" python3 tools/bench_gpu_throughput.py --bin $BIN/vllm-cpp \
+      --model "$MODELS/$m" --num-prompts "${NUM_PROMPTS:-1000}" --input-len 1024 --output-len 128 \
+      --tensor-parallel-size $tp 2>"$OUT/tp_throughput_$tp.log" \
+      | sed "s/^{/{\"model\": \"$m\", /" | tee -a "$RESULTS"
   done
 fi
 

@@ -30,6 +30,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--enforce-eager", action="store_true")
     ap.add_argument("--quantization", default="", help="passed on (e.g. fp8)")
+    ap.add_argument("--tensor-parallel-size", type=int, default=1, help="passed on")
     args = ap.parse_args()
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -47,6 +48,8 @@ def main():
             cmd.append("--enforce-eager")
         if args.quantization:
             cmd += ["--quantization", args.quantization]
+        if args.tensor_parallel_size != 1:
+            cmd += ["--tensor-parallel-size", str(args.tensor_parallel_size)]
         t0 = time.perf_counter()
         run = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
         elapsed = time.perf_counter() - t0
@@ -65,6 +68,7 @@ def main():
     print(json.dumps({"engine": "vllm-cpp", "model": args.model, "num_prompts": args.num_prompts,
                       "enforce_eager": args.enforce_eager,
                       "quantization": args.quantization or None,
+                      "tensor_parallel_size": args.tensor_parallel_size,
                       "input_len": args.input_len, "output_len": args.output_len,
                       "generated_tokens": generated, "elapsed_s": round(elapsed, 2),
                       "total_tok_s": round(total / elapsed, 1),

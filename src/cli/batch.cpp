@@ -41,7 +41,7 @@ int run_batch(LoadedModel& m, const EngineConfig& config, const std::string& inp
   for (std::string line; std::getline(in, line);)
     if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
 
-  auto core = std::make_unique<EngineCore>(*m.model, m.tokenizer.get(), config);
+  auto core = std::make_unique<EngineCore>(m.ranks(), m.tokenizer.get(), config);
   if (!core->memory_summary().empty())
     std::fprintf(stderr, "%s\n", core->memory_summary().c_str());
   std::fprintf(stderr, "%s\n", core->kv_capacity().summary.c_str());

@@ -38,7 +38,7 @@ int run_latency(const BenchArgs& a) {
   const auto t_load = std::chrono::steady_clock::now();
   LoadedModel m = load_model(path, {}, parse_device(a.device), 0, 1, parse_dtype(a.dtype),
                              a.quantization);
-  m.model->set_enforce_eager(a.enforce_eager);
+  m.set_enforce_eager(a.enforce_eager);
   m.set_kv_cache_dtype(a.kv_cache_dtype);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();

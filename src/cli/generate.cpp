@@ -50,6 +50,7 @@ struct GenerateArgs {
   std::string cpu_order = "batch-invariant";
   bool enforce_eager = false;
   bool no_prefix_caching = false;
+  int tensor_parallel_size = 1;  // batch mode
 };
 
 }  // namespace
@@ -119,9 +120,11 @@ int run_generate(const GenerateArgs& a) {
   // The context served picks LongRoPE's factors: the engine's in batch mode, else the
   // generator's.
   const int served = a.input.empty() ? a.max_model_len : a.engine.max_model_len;
-  LoadedModel m =
-      load_model(path, {}, device, served, 1, parse_dtype(a.dtype), a.quantization);
-  m.model->set_enforce_eager(a.enforce_eager);
+  if (a.tensor_parallel_size != 1 && a.input.empty())
+    throw Error("--tensor-parallel-size runs in batch mode (--input/--output) and in serve");
+  LoadedModel m = load_model(path, {}, device, served, a.tensor_parallel_size,
+                             parse_dtype(a.dtype), a.quantization);
+  m.set_enforce_eager(a.enforce_eager);
   m.set_kv_cache_dtype(a.kv_cache_dtype);
   if (!a.input.empty() || !a.output.empty()) {
     if (a.input.empty() || a.output.empty()) throw Error("--input and --output go together");
@@ -206,6 +209,9 @@ void add_generate(CLI::App& app) {
   add_quantization_option(*cmd, args->quantization);
   add_kv_cache_dtype_option(*cmd, args->kv_cache_dtype);
   cmd->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs for decode steps");
+  cmd->add_option("--tensor-parallel-size", args->tensor_parallel_size,
+                  "Batch mode: ranks the model is split over, as serve's")
+      ->check(CLI::Range(1, 64));
   add_cpu_order_option(*cmd, args->cpu_order);
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
                   "CUDA, batch mode: fraction of GPU memory to use when --kv-cache-memory is not "

@@ -159,8 +159,9 @@ void add_serve(CLI::App& app) {
   add_quantization_option(*cmd, a->quantization);
   add_kv_cache_dtype_option(*cmd, a->kv_cache_dtype);
   cmd->add_option("--tensor-parallel-size", a->tensor_parallel_size,
-                  "Ranks the model is split over (Megatron-style); CPU only so far: each rank is "
-                  "a thread with its share of the cores");
+                  "Ranks the model is split over (Megatron-style): on the CPU each rank is a "
+                  "thread with its share of the cores; on CUDA rank r uses GPU --device's "
+                  "index + r, over NCCL");
   cmd->add_option("--log-level", a->log_level, "debug, info, warning, error, critical")->capture_default_str();
   cmd->add_option("--threads,-t", a->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
   cmd->add_option_function<std::string>("--scheduling-policy", [a](const std::string& v) {

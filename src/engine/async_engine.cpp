@@ -23,6 +23,7 @@ void AsyncEngine::add_request(const std::string& id, std::vector<int32_t> prompt
   core_->validate_request(prompt, params);  // reads only the configuration
   {
     std::lock_guard lock(mutex_);
+    if (!failure_.empty()) throw EngineFailed(failure_);
     if (callbacks_.count(id)) throw Error("duplicate request id " + id);
     const int n = params.n;
     callbacks_[id] = {std::move(on_output), n};
@@ -40,6 +41,11 @@ bool AsyncEngine::abort(const std::string& id) {
   }
   wake_.notify_all();
   return true;
+}
+
+std::string AsyncEngine::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
 }
 
 core::SchedulerStats AsyncEngine::stats() const {
@@ -90,7 +96,12 @@ void AsyncEngine::loop() {
       std::lock_guard lock(mutex_);
       return std::find(aborts_.begin(), aborts_.end(), id) != aborts_.end();
     };
-    for (RequestOutput& o : core_->step(leaving)) outputs.push_back(std::move(o));
+    try {
+      for (RequestOutput& o : core_->step(leaving)) outputs.push_back(std::move(o));
+    } catch (const std::exception& e) {
+      fail(e.what());
+      return;
+    }
 
     const IterationStats iteration = core_->take_iteration_stats();
     std::vector<std::pair<Callback, RequestOutput>> deliveries;
@@ -111,6 +122,46 @@ void AsyncEngine::loop() {
     if (observer) observer(iteration, stats);
     for (auto& [cb, out] : deliveries) cb(out);
     if (stopping) return;
+  }
+}
+
+// Every live completion ends with an error output, those of requests still queued for the
+// core too. The core is not stepped again, so its blocks are not given back.
+void AsyncEngine::fail(const std::string& why) {
+  std::vector<PendingAdd> adds;
+  std::unordered_map<std::string, std::pair<Callback, int>> callbacks;
+  {
+    std::lock_guard lock(mutex_);
+    failure_ = why;
+    adds.swap(adds_);
+    callbacks.swap(callbacks_);
+    aborts_.clear();
+    busy_ = false;
+  }
+  const auto error_output = [&](const std::string& id, int index) {
+    RequestOutput out;
+    out.request_id = id;
+    out.index = index;
+    out.finished = true;
+    out.finish_reason = "error";
+    out.error = "the engine failed: " + why;
+    out.engine_failed = true;
+    return out;
+  };
+  std::unordered_map<std::string, std::vector<RequestOutput>> outputs;
+  for (const PendingAdd& a : adds)
+    for (int i = 0; i < a.params.n; ++i) outputs[a.id].push_back(error_output(a.id, i));
+  for (const auto& [id, cb] : callbacks) {
+    if (outputs.count(id)) continue;
+    std::vector<int> live = core_->live_completions(id);
+    if (live.empty())  // refused by the core in this last round: as many as are counted live
+      for (int i = 0; i < cb.second; ++i) live.push_back(i);
+    for (int index : live) outputs[id].push_back(error_output(id, index));
+  }
+  for (auto& [id, outs] : outputs) {
+    auto it = callbacks.find(id);
+    if (it == callbacks.end()) continue;
+    for (const RequestOutput& o : outs) it->second.first(o);
   }
 }
 

@@ -17,6 +17,12 @@
 
 namespace vllm {
 
+// What add_request throws once a step has failed (AsyncEngine::failure).
+class EngineFailed : public Error {
+ public:
+  explicit EngineFailed(const std::string& why) : Error("the engine failed: " + why) {}
+};
+
 class AsyncEngine {
  public:
   using Callback = std::function<void(const RequestOutput&)>;
@@ -36,6 +42,11 @@ class AsyncEngine {
   void set_stats_observer(StatsObserver observer);
   // The configuration and capacity (fixed at start); not the per-step state.
   const EngineCore& core() const { return *core_; }
+  // Empty while the engine runs. A step that throws (a CUDA error, a tensor-parallel rank that
+  // failed) ends the engine: every live request gets a final output with finish_reason
+  // "error" and engine_failed set, later add_request calls throw EngineFailed, and this says
+  // why. The server then shuts down.
+  std::string failure() const;
 
  private:
   struct PendingAdd {
@@ -46,6 +57,7 @@ class AsyncEngine {
     StatsClock::time_point arrival;
   };
   void loop();
+  void fail(const std::string& why);
 
   std::unique_ptr<EngineCore> core_;  // engine thread only, after construction
   mutable std::mutex mutex_;          // guards everything below
@@ -58,6 +70,7 @@ class AsyncEngine {
   StatsObserver stats_observer_;
   bool busy_ = false;  // the core had unfinished requests after the last step
   bool stop_ = false;
+  std::string failure_;
   std::thread thread_;
 };
 

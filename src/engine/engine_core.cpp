@@ -1,7 +1,11 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <exception>
+#include <functional>
+#include <thread>
 
+#include "runtime/backend.h"
 #include "runtime/device.h"
 #include "tokenizer/stop_strings.h"
 #include "util/check.h"
@@ -96,28 +100,79 @@ core::SchedulerConfig scheduler_config(const EngineConfig& c) {
   return s;
 }
 
+// Runs work(r) for every rank at once, rank 0 on the calling thread: their steps meet in
+// collectives. A rank that throws aborts the group (the others stop waiting for it); its error
+// is rethrown, not the aborts it caused.
+void on_every_rank(const std::vector<const DecoderModel*>& ranks,
+                   const std::function<void(size_t)>& work) {
+  std::vector<std::exception_ptr> errors(ranks.size());
+  const auto run = [&](size_t r) {
+    try {
+      work(r);
+    } catch (...) {
+      errors[r] = std::current_exception();
+      for (const DecoderModel* m : ranks)
+        if (m->communicator()) m->communicator()->abort();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t r = 1; r < ranks.size(); ++r) threads.emplace_back(run, r);
+  run(0);
+  for (auto& t : threads) t.join();
+  std::exception_ptr first;
+  for (auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const CollectiveAborted&) {
+      if (!first) first = e;
+    } catch (...) {
+      std::rethrow_exception(e);
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
 // The config with max_model_len and, on a GPU, the KV budget filled in; `memory` receives a line
-// on how the GPU budget was split.
-EngineConfig resolved(EngineConfig c, const DecoderModel& model, std::string& memory) {
+// on how the GPU budget was split. Tensor-parallel ranks each profile their own GPU, and every
+// rank's cache gets the smallest rank's budget (the ranks hold the same blocks).
+EngineConfig resolved(EngineConfig c, const std::vector<const DecoderModel*>& ranks,
+                      std::string& memory) {
+  const DecoderModel& model = *ranks.at(0);
   if (c.max_model_len <= 0) c.max_model_len = model.config().max_position_embeddings;
   if (model.device().kind == DeviceKind::Cuda && c.gpu_memory_utilization > 0) {
     // vLLM's profile run: dummy steps at the token budget and at every decode-graph bucket
     // measure what a step takes; the KV cache gets the rest. The pool's rounding is not in the
     // measured peak, hence the tenth on top.
-    const DecoderModel::StepMemory step = model.profile_step_memory(
-        c.max_num_batched_tokens, 2 * c.max_num_seqs, c.max_model_len, c.block_size);
-    const DeviceInfo info = cuda_device_info(model.device().index);
-    const int64_t used = int64_t(info.total_bytes) - int64_t(info.free_bytes);
-    const int64_t reserve = step.activation_bytes + step.activation_bytes / 10 +
-                            step.graph_arena_bytes;
-    const int64_t budget = static_cast<int64_t>(c.gpu_memory_utilization * double(info.total_bytes)) -
-                           used - reserve;
+    std::vector<DecoderModel::StepMemory> steps(ranks.size());
+    on_every_rank(ranks, [&](size_t r) {
+      backend_for(ranks[r]->device()).make_current();
+      steps[r] = ranks[r]->profile_step_memory(c.max_num_batched_tokens, 2 * c.max_num_seqs,
+                                               c.max_model_len, c.block_size);
+    });
     const auto mib = [](int64_t b) { return std::to_string(b >> 20) + " MiB"; };
-    memory = "GPU memory: " + mib(used) + " of " + mib(int64_t(info.total_bytes)) +
-             " in use after loading; a step at " + std::to_string(c.max_num_batched_tokens) +
-             " tokens peaked at " + mib(step.activation_bytes) + " of activations and the " +
-             "decode graphs need an arena of " + mib(step.graph_arena_bytes) +
-             " (both measured by dummy steps)";
+    int64_t budget = 0;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const DecoderModel::StepMemory& step = steps[r];
+      const DeviceInfo info = cuda_device_info(ranks[r]->device().index);
+      const int64_t used = int64_t(info.total_bytes) - int64_t(info.free_bytes);
+      const int64_t reserve = step.activation_bytes + step.activation_bytes / 10 +
+                              step.graph_arena_bytes;
+      const int64_t mine =
+          static_cast<int64_t>(c.gpu_memory_utilization * double(info.total_bytes)) - used -
+          reserve;
+      if (r == 0 || mine < budget) {
+        budget = mine;
+        memory = "GPU memory" +
+                 (ranks.size() > 1 ? " (" + ranks[r]->device().str() + ", the tightest rank)"
+                                   : std::string()) +
+                 ": " + mib(used) + " of " + mib(int64_t(info.total_bytes)) +
+                 " in use after loading; a step at " + std::to_string(c.max_num_batched_tokens) +
+                 " tokens peaked at " + mib(step.activation_bytes) + " of activations and the " +
+                 "decode graphs need an arena of " + mib(step.graph_arena_bytes) +
+                 " (both measured by dummy steps)";
+      }
+    }
     if (budget <= 0)
       throw Error("--gpu-memory-utilization " + std::to_string(c.gpu_memory_utilization) +
                   " leaves no room for a KV cache. " + memory);
@@ -136,7 +191,7 @@ EngineCore::EngineCore(std::vector<const DecoderModel*> ranks, const Tokenizer* 
                        EngineConfig config)
     : model_(*ranks.at(0)),
       tokenizer_(tokenizer),
-      config_(resolved(config, model_, memory_summary_)),
+      config_(resolved(config, ranks, memory_summary_)),
       scheduler_(scheduler_config(config_), kv_config(model_, config_)),
       next_seed_(config_.seed) {
   runner_ = std::make_unique<Executor>(std::move(ranks),
@@ -226,6 +281,14 @@ void EngineCore::finish_child(const std::string& child_id, const std::string& re
     iteration_stats_.max_num_generation_tokens.push_back(parent.max_generation_tokens);
     parents_.erase(parent_id);
   }
+}
+
+std::vector<int> EngineCore::live_completions(const std::string& id) const {
+  std::vector<int> out;
+  auto it = parents_.find(id);
+  if (it == parents_.end()) return out;
+  for (const std::string& child : it->second.children) out.push_back(children_.at(child)->index);
+  return out;
 }
 
 bool EngineCore::abort_request(const std::string& id) {

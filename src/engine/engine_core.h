@@ -51,6 +51,7 @@ struct RequestOutput {
   std::string finish_reason;                 // "stop", "length", "abort", "error"
   std::optional<std::string> stop_reason;    // the stop string, or the stop token id as text
   std::string error;                         // finish_reason "error": what went wrong
+  bool engine_failed = false;  // the engine's error (AsyncEngine::failure), not the request's
   int num_prompt_tokens = 0;
   int num_cached_tokens = 0;
 };
@@ -74,6 +75,8 @@ class EngineCore {
   void validate_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   // Finishes all completions of a request; their blocks return to the pool. False if unknown.
   bool abort_request(const std::string& id);
+  // The indices of a request's completions that have not finished (none if unknown).
+  std::vector<int> live_completions(const std::string& id) const;
   // One step. `leaving(id)`, if given, says whether request `id` is about to be aborted: when
   // every request of the step is, the forward stops at the next layer and the step ends with
   // no new tokens (the caller then aborts them; the scheduler forgets the blocks cached for

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/backend.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -20,8 +21,12 @@ struct Executor::Worker {
 
 Executor::Executor(std::vector<const DecoderModel*> ranks, int num_blocks, int block_size) {
   VLLM_CHECK(!ranks.empty(), "an executor needs a model");
-  for (const DecoderModel* m : ranks)
+  for (const DecoderModel* m : ranks) {
+    backend_for(m->device()).make_current();  // the rank's KV cache goes to its GPU
+    devices_.push_back(m->device());
+    if (m->communicator()) comms_.push_back(m->communicator());
     runners_.push_back(std::make_unique<ModelRunner>(*m, num_blocks, block_size));
+  }
   if (ranks.size() == 1) return;
   // The cores are shared out among the ranks; each rank's kernels run on its own pool.
   const int threads = std::max(1, cpu_pool().num_threads() / static_cast<int>(ranks.size()));
@@ -61,9 +66,10 @@ void Executor::work(Worker& w, int rank) {
     }
     std::exception_ptr error;
     try {
+      backend_for(devices_[size_t(rank)]).make_current();
       runners_[size_t(rank)]->execute(*input);
     } catch (...) {
-      error = std::current_exception();
+      error = failed(rank);
     }
     {
       std::lock_guard lock(w.mutex);
@@ -84,7 +90,11 @@ void Executor::remove_request(const std::string& id) {
 
 std::unordered_map<std::string, StepSample> Executor::execute(
     const core::SchedulerOutput& out, const std::function<bool()>& cancelled) {
+  // The engine thread is not the one that loaded the model: with the model on cuda:1, or with
+  // several GPUs, its current device has to be set.
+  backend_for(devices_[0]).make_current();
   if (workers_.empty()) return runners_[0]->execute(out, cancelled);
+  if (group_error_) std::rethrow_exception(group_error_);
   for (auto& w : workers_) {
     {
       std::lock_guard lock(w->mutex);
@@ -93,23 +103,56 @@ std::unordered_map<std::string, StepSample> Executor::execute(
     }
     w->cv.notify_all();
   }
-  std::exception_ptr error;
+  std::vector<std::exception_ptr> errors(runners_.size());
   std::unordered_map<std::string, StepSample> samples;
   {
     ScopedCpuPool scoped(*pool_);
     try {
       samples = runners_[0]->execute(out);
     } catch (...) {
-      error = std::current_exception();
+      errors[0] = failed(0);
     }
   }
-  for (auto& w : workers_) {
-    std::unique_lock lock(w->mutex);
-    w->cv.wait(lock, [&] { return w->done == w->step; });
-    if (!error && w->error) error = w->error;
+  for (size_t r = 1; r < runners_.size(); ++r) {
+    Worker& w = *workers_[r - 1];
+    std::unique_lock lock(w.mutex);
+    w.cv.wait(lock, [&] { return w.done == w.step; });
+    errors[r] = w.error;
   }
-  if (error) std::rethrow_exception(error);
+  // The rank that failed, not the ranks its abort stopped; the group cannot run again.
+  for (auto& e : errors)
+    if (e && !is_abort(e) && !group_error_) group_error_ = e;
+  for (auto& e : errors)
+    if (e && !group_error_) group_error_ = e;
+  if (group_error_) std::rethrow_exception(group_error_);
   return samples;
+}
+
+bool Executor::is_abort(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const CollectiveAborted&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// Called in a rank's catch block: the error, named by its rank. Any error but an abort ends the
+// group, so that the ranks waiting for this one in a collective stop with CollectiveAborted.
+std::exception_ptr Executor::failed(int rank) {
+  std::exception_ptr e = std::current_exception();
+  if (is_abort(e)) return e;
+  for (Communicator* c : comms_) c->abort();
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return std::make_exception_ptr(
+        Error("tensor-parallel rank " + std::to_string(rank) + " failed: " + x.what()));
+  } catch (...) {
+    return std::make_exception_ptr(
+        Error("tensor-parallel rank " + std::to_string(rank) + " failed"));
+  }
 }
 
 }  // namespace vllm

@@ -85,11 +85,8 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
                            Device device, std::shared_ptr<Communicator> comm)
     : config_(std::move(config)), device_(device), placement_(device, config_.dtype) {
   const ModelConfig& c = config_;
-  if (comm && comm->size() > 1) {
-    if (device.kind != DeviceKind::Cpu)
-      throw Error("tensor parallelism runs on the CPU only so far (--device cpu)");
-    comm_ = std::move(comm);
-  }
+  backend_for(device).make_current();  // this rank's weights go to its own GPU
+  if (comm && comm->size() > 1) comm_ = std::move(comm);
   VLLM_CHECK(static_cast<int>(c.layers.size()) == c.num_layers, "one layer spec per layer");
   for (const LayerSpec& spec : c.layers) {
     if (c.rope_ggml_theta && spec.rope.scaling.type == "yarn" && device.kind != DeviceKind::Cpu)
@@ -343,6 +340,7 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
 }
 
 Tensor DecoderModel::score(std::span<const int32_t> tokens) const {
+  backend_for(device_).make_current();
   const int n = static_cast<int>(tokens.size());
   constexpr int kBlock = 16;
   const int blocks = (n + kBlock - 1) / kBlock, groups = static_cast<int>(groups_.size());
@@ -407,6 +405,7 @@ DecoderModel::StepMemory DecoderModel::profile_step_memory(int max_tokens, int m
   VLLM_CHECK(max_tokens > 0 && max_logits_rows > 0 && block_size > 0, "profile sizes");
   if (device_.kind == DeviceKind::Cpu) return {};  // the CPU KV cache takes --kv-cache-memory
   Backend& be = backend_for(device_);
+  be.make_current();
   StepMemory m;
   {
     const int blocks = (max_tokens + block_size - 1) / block_size;
@@ -491,6 +490,7 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, KvCache& cache,
                              const std::function<bool()>& cancelled) const {
   check_batch(batch, cache);
   if (device_.kind == DeviceKind::Cpu) return compute(host_inputs(batch), cache, cancelled);
+  backend_for(device_).make_current();  // a tensor-parallel rank's thread, or a new thread
   if (auto logits = forward_graph(batch, cache)) return *logits;
   std::vector<AttentionMeta> meta;
   const StepInputs in = upload_inputs(batch, meta, Tensor());
@@ -878,24 +878,8 @@ void DecoderModel::embed(const Tensor& ids, Tensor& out) const {
     embedding(ids, embed_tokens, out);
     return;
   }
-  // Tensor parallelism runs on the CPU (the constructor refuses other devices).
   const Share rows = share_of(config_.vocab_size, {comm_->rank(), comm_->size()});
-  std::vector<int32_t> local, where;
-  for (int64_t t = 0; t < ids.numel(); ++t) {
-    const int32_t id = ids.data<int32_t>()[t];
-    if (id < rows.begin || id >= rows.begin + rows.length) continue;
-    local.push_back(static_cast<int32_t>(id - rows.begin));
-    where.push_back(static_cast<int32_t>(t));
-  }
-  fill(out, 0.0f);
-  if (!local.empty()) {
-    const int64_t n = static_cast<int64_t>(local.size());
-    Tensor x = Tensor::empty({n, out.size(1)}, DType::F32);
-    Tensor ones = Tensor::empty({n}, DType::F32);
-    std::fill_n(ones.data<float>(), n, 1.0f);
-    embedding(host_i32(local), embed_tokens, x);
-    index_add_scaled(x, host_i32(where), ones, out);
-  }
+  embedding_rows(ids, embed_tokens, rows.begin, out);
   comm_->all_reduce_sum(out);
 }
 

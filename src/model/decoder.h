@@ -30,6 +30,8 @@ class DecoderModel {
 
   const ModelConfig& config() const { return config_; }
   Device device() const { return device_; }
+  // The tensor-parallel group this shard belongs to (null with one rank).
+  Communicator* communicator() const { return comm_.get(); }
   // The cache dtype: f16 for GGUF models (llama.cpp's default); otherwise f32 on the CPU and,
   // on CUDA, the weights' own type (bf16 / f16 / f32).
   DType kv_dtype() const { return kv_dtype_; }

@@ -59,8 +59,9 @@ int64_t DecoderModel::measure_graph_arena(int max_model_len, int block_size,
 }
 
 // A routing observer (tests) copies each mixture-of-experts layer's margins to the host, which
-// a graph cannot hold.
+// a graph cannot hold, and so do collectives through the host (ranks sharing a GPU).
 int DecoderModel::max_graph_tokens() const {
+  if (comm_ && !comm_->capturable()) return 0;
   return has_moe() && routing_observer_ ? 0 : kMaxGraphTokens;
 }
 

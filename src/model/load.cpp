@@ -1,5 +1,6 @@
 #include "model/load.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "loader/gguf.h"
@@ -9,6 +10,7 @@
 #include "model/bert.h"
 #include "model/quantization.h"
 #include "model/tensor_parallel.h"
+#include "runtime/device.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -48,17 +50,35 @@ void build_ranks(LoadedModel& out, ModelConfig config, const WeightSource& weigh
     out.model = std::make_unique<DecoderModel>(std::move(config), weights, on_layer, device);
     return;
   }
-  if (device.kind != DeviceKind::Cpu)
-    throw Error("--tensor-parallel-size " + std::to_string(tp) +
-                ": tensor parallelism runs on the CPU only so far (NCCL is not wired yet)");
-  auto comms = make_thread_communicators(tp);
+  // On CUDA rank r runs on GPU device.index + r, its collectives over NCCL; on the CPU the
+  // ranks are threads sharing the cores.
+  std::vector<int> gpus;
+  if (device.kind == DeviceKind::Cuda) {
+    const int count = cuda_device_count() * cuda_backends_per_gpu();
+    if (device.index + tp > count)
+      throw Error("--tensor-parallel-size " + std::to_string(tp) + " on " + device.str() +
+                  " needs GPUs " + device.str() + " to cuda:" +
+                  std::to_string(device.index + tp - 1) + ", but " + std::to_string(count) +
+                  " CUDA device(s) are present");
+    for (int r = 0; r < tp; ++r) gpus.push_back(device.index + r);
+  }
+  (void)shard_config(config, {0, tp});  // a size that does not split is refused before NCCL starts
+  // NCCL needs a GPU of its own for each rank; ranks sharing one (tests:
+  // set_cuda_backends_per_gpu) are joined through the host.
+  std::vector<int> physical;
+  for (int g : gpus) physical.push_back(cuda_physical_device(g));
+  std::sort(physical.begin(), physical.end());
+  const bool distinct = std::adjacent_find(physical.begin(), physical.end()) == physical.end();
+  auto comms = gpus.empty() || !distinct ? make_thread_communicators(tp)
+                                         : make_nccl_communicators(gpus);
   for (int r = 0; r < tp; ++r) {
     const TpRank rank{r, tp};
+    const Device rank_device = gpus.empty() ? device : Device{DeviceKind::Cuda, gpus[size_t(r)]};
     auto source = make_shard_source(weights, config, rank);
     DecoderModel::Progress progress;
     if (on_layer) progress = [&](int done, int total) { on_layer(r * total + done, tp * total); };
-    auto m = std::make_unique<DecoderModel>(shard_config(config, rank), *source, progress, device,
-                                            comms[size_t(r)]);
+    auto m = std::make_unique<DecoderModel>(shard_config(config, rank), *source, progress,
+                                            rank_device, comms[size_t(r)]);
     if (r == 0) out.model = std::move(m);
     else out.other_ranks.push_back(std::move(m));
   }
@@ -70,6 +90,11 @@ std::vector<const DecoderModel*> LoadedModel::ranks() const {
   std::vector<const DecoderModel*> out{model.get()};
   for (const auto& m : other_ranks) out.push_back(m.get());
   return out;
+}
+
+void LoadedModel::set_enforce_eager(bool eager) {
+  model->set_enforce_eager(eager);
+  for (auto& m : other_ranks) m->set_enforce_eager(eager);
 }
 
 void LoadedModel::set_kv_cache_dtype(const std::string& name) {

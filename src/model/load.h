@@ -21,12 +21,15 @@ struct LoadedModel {
   std::vector<const DecoderModel*> ranks() const;
   // DecoderModel::set_kv_cache_dtype on every rank (--kv-cache-dtype).
   void set_kv_cache_dtype(const std::string& name);
+  // DecoderModel::set_enforce_eager on every rank (--enforce-eager).
+  void set_enforce_eager(bool eager);
 };
 
 // max_model_len: the context the engine will serve, if the user set one (0: the model's own);
 // it picks LongRoPE's factors (ModelConfig::max_model_len).
 // tensor_parallel_size > 1 loads one shard per rank (model/tensor_parallel.h), each rank
-// reading only its slices, joined by thread communicators (CPU only so far). dtype: --dtype
+// reading only its slices; on the CPU the ranks are joined by thread communicators, on CUDA
+// rank r runs on GPU device.index + r and they are joined over NCCL. dtype: --dtype
 // (ModelConfig::dtype; see parse_dtype). quantization: --quantization ("", "none" or "fp8";
 // model/quantization.h), for Hugging Face directories only.
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer = {},

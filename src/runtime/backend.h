@@ -27,6 +27,10 @@ class Backend {
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Makes this backend's device the calling thread's current one (CUDA launches go to the
+  // current device). Tensor-parallel ranks on several GPUs call it on every entry from their
+  // threads; the CPU has nothing to do.
+  virtual void make_current() {}
 
   // Step arena: between begin_arena and end_arena, alloc() hands out consecutive pieces of
   // one fixed buffer (freeing them is a no-op), so the same sequence of allocations gets the
@@ -58,7 +62,9 @@ class Backend {
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   // One matmul per head, unless the backend has a kernel for all of them.
   virtual void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out);
-  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // out[t] = table[ids[t] - first_id], zeros where ids[t] is outside the table's rows.
+  virtual void embedding(const Tensor& ids, const Tensor& table, int64_t first_id,
+                         Tensor& out) = 0;
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void add_bias(Tensor& x, const Tensor& bias) = 0;

@@ -1,13 +1,66 @@
 #include "runtime/communicator.h"
 
 #include <algorithm>
-#include <barrier>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
+#include "runtime/backend.h"
 #include "util/check.h"
 
 namespace vllm {
 namespace {
+
+// A barrier that abort() opens for good: every rank waiting in it, and every later arrival,
+// throws CollectiveAborted. A waiter spins a little before it sleeps: the ranks of a step
+// arrive close together, dozens of times a step.
+class AbortableBarrier {
+ public:
+  explicit AbortableBarrier(int n) : size_(n) {}
+  void arrive_and_wait() {
+    if (aborted_.load(std::memory_order_acquire)) throw CollectiveAborted();
+    const uint64_t generation = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
+      // The others wait for the new generation, so none arrives again before this reset.
+      arrived_.store(0, std::memory_order_relaxed);
+      {
+        std::lock_guard lock(mutex_);
+        generation_.store(generation + 1, std::memory_order_release);
+      }
+      cv_.notify_all();
+      return;
+    }
+    for (int spin = 0; spin < 2048; ++spin) {
+      if (generation_.load(std::memory_order_acquire) != generation) return;
+      if (aborted_.load(std::memory_order_acquire)) throw CollectiveAborted();
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] {
+      return aborted_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != generation;
+    });
+    if (generation_.load(std::memory_order_acquire) == generation) throw CollectiveAborted();
+  }
+  void abort() {
+    {
+      std::lock_guard lock(mutex_);
+      aborted_.store(true, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  const int size_;
+  std::atomic<int> arrived_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> aborted_{false};
+};
 
 // What the ranks share: each posts a pointer to its input, then works on its own part of the
 // result while the others do theirs. Two barriers per collective: inputs posted, work done;
@@ -18,7 +71,7 @@ struct Shared {
   std::vector<const float*> inputs;
   std::vector<int64_t> columns;  // all_gather_columns: each rank's N_r
   std::vector<float> result;
-  std::barrier<> sync;
+  AbortableBarrier sync;
 };
 
 class ThreadCommunicator final : public Communicator {
@@ -29,6 +82,12 @@ class ThreadCommunicator final : public Communicator {
   int size() const override { return shared_->size; }
 
   void all_reduce_sum(Tensor& x) override {
+    if (x.device().kind != DeviceKind::Cpu) {  // through the host
+      Tensor h = x.to(kCpu);
+      all_reduce_sum(h);
+      backend_for(x.device()).copy(x.raw(), x.device(), h.raw(), kCpu, size_t(h.nbytes()));
+      return;
+    }
     check_host_f32(x);
     Shared& s = *shared_;
     const int64_t n = x.numel();
@@ -48,6 +107,13 @@ class ThreadCommunicator final : public Communicator {
   }
 
   void all_gather_columns(const Tensor& x, Tensor& out) override {
+    if (out.device().kind != DeviceKind::Cpu) {  // through the host
+      VLLM_CHECK(out.is_contiguous(), "all_gather_columns: out must be contiguous");
+      Tensor h = Tensor::empty(out.shape(), DType::F32);
+      all_gather_columns(x.to(kCpu), h);
+      backend_for(out.device()).copy(out.raw(), out.device(), h.raw(), kCpu, size_t(h.nbytes()));
+      return;
+    }
     check_host_f32(x);
     check_host_f32(out);
     VLLM_CHECK(x.ndim() == 2 && out.ndim() == 2 && out.size(0) == x.size(0),
@@ -72,6 +138,8 @@ class ThreadCommunicator final : public Communicator {
     }
     s.sync.arrive_and_wait();
   }
+
+  void abort() override { shared_->sync.abort(); }
 
  private:
   static void check_host_f32(const Tensor& t) {

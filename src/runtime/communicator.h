@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/tensor.h"
+#include "util/check.h"
 
 namespace vllm {
 
@@ -18,17 +19,32 @@ class Communicator {
   virtual void all_reduce_sum(Tensor& x) = 0;
   // out [M, sum of N_r] = the ranks' x [M, N_r] side by side in rank order (f32, contiguous).
   virtual void all_gather_columns(const Tensor& x, Tensor& out) = 0;
+  // Ends the group for good, from any thread: a rank waiting in a collective, and every later
+  // collective of any rank, throws CollectiveAborted. What the executor calls when one rank
+  // fails, so that the others stop instead of waiting for it forever.
+  virtual void abort() = 0;
+  // Whether the collectives can be captured in a CUDA graph (NCCL's can; a host round trip
+  // cannot).
+  virtual bool capturable() const { return false; }
 };
 
-// The communicators of `size` ranks that are threads of this process, for CPU tensors:
-// element i of the result belongs to rank i. The ranks meet at barriers, so each one needs its
-// own thread.
+// The error of a collective in an aborted group (Communicator::abort).
+class CollectiveAborted : public Error {
+ public:
+  CollectiveAborted() : Error("the tensor-parallel group was aborted (another rank failed)") {}
+};
+
+// The communicators of `size` ranks that are threads of this process: element i of the result
+// belongs to rank i. The ranks meet at barriers, so each one needs its own thread. Their
+// tensors are on the host, or on a GPU (ranks sharing one, cuda_backends_per_gpu: copied
+// through the host, so not capturable).
 std::vector<std::shared_ptr<Communicator>> make_thread_communicators(int size);
 
 // The communicators of this process's GPUs cuda:devices[0..n), over NCCL: element i is rank i,
 // its collectives on that device's compute stream, for f32 tensors on that device. NCCL's
 // reductions give every rank the same bits, in its own order (not rank order). all_gather_columns
-// needs every rank's x to have the same shape. Throws when there is no CUDA or no NCCL.
+// needs the ranks' widths to be the even split of out's columns (the first out.size(1) % size
+// ranks one more, as model/tensor_parallel.h share_of). Throws when there is no CUDA or no NCCL.
 std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>& devices);
 
 }  // namespace vllm

@@ -15,6 +15,16 @@ int cuda_device_count();
 // The backend of cuda:index; throws vllm::Error when there is no such device.
 Backend& cuda_backend(int index);
 
+// Tests only: per_gpu backends on each GPU, so that the tensor-parallel ranks of a test run on
+// a one-GPU machine. cuda:i is a backend of its own (stream, step arena, cuBLASLt handle) on
+// GPU i % cuda_device_count(), for i below cuda_device_count() * per_gpu (backends made
+// before keep their GPU). NCCL refuses a GPU twice, so ranks that share one are joined through
+// the host (make_thread_communicators), without decode graphs.
+void set_cuda_backends_per_gpu(int per_gpu);
+int cuda_backends_per_gpu();
+// The GPU behind cuda:index (index itself unless set_cuda_backends_per_gpu).
+int cuda_physical_device(int index);
+
 struct DeviceInfo {
   std::string name;
   size_t free_bytes = 0;

@@ -219,7 +219,19 @@ void embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   }
   same_device(ids, table);
   same_device(ids, out);
-  backend_for(out.device()).embedding(ids, table, out);
+  backend_for(out.device()).embedding(ids, table, 0, out);
+}
+
+void embedding_rows(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) {
+  expect(ids, "ids", 1, DType::I32);
+  expect(out, "out", 2, DType::F32);
+  VLLM_CHECK(table.ndim() == 2, "embedding table must be 2-D");
+  VLLM_CHECK(first_id >= 0, "embedding_rows: first id ", first_id);
+  VLLM_CHECK(out.size(0) == ids.size(0) && out.size(1) == table.size(1), "embedding out ",
+             out.shape_str());
+  same_device(ids, table);
+  same_device(ids, out);
+  backend_for(out.device()).embedding(ids, table, first_id, out);
 }
 
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {

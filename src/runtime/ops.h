@@ -120,6 +120,10 @@ struct MatmulFusion {
 };
 // out[T, D] = table[ids[t], :]; ids i32, table any dtype, out f32.
 void embedding(const Tensor& ids, const Tensor& table, Tensor& out);
+// A vocab-parallel shard's part of an embedding: `table` holds the rows [first_id, first_id +
+// rows) of a larger table; out[t] = table[ids[t] - first_id] for the ids among them and zeros
+// for the others, so the sum over the shards is the whole embedding.
+void embedding_rows(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out);
 // out[T, D] = x / rms(x) * weight.
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
 // out = a + b (same shape, f32).

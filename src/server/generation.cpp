@@ -61,7 +61,11 @@ void Generation::add(std::vector<int32_t> prompt, const SamplingParams& params, 
     }
     shared->ready.notify_all();
   };
-  ctx_.engine->add_request(id, std::move(prompt), params, std::move(on_output), priority);
+  try {
+    ctx_.engine->add_request(id, std::move(prompt), params, std::move(on_output), priority);
+  } catch (const EngineFailed& e) {
+    throw ApiError(500, e.what());
+  }
   engine_ids_.push_back(id);
   total_completions_ += params.n;
 }
@@ -86,7 +90,7 @@ std::vector<TaggedOutput> Generation::next(std::chrono::milliseconds timeout) {
   for (const auto& o : outs)
     if (o.out.finished && o.out.finish_reason == "error") {
       abort();
-      throw ApiError(400, o.out.error);
+      throw ApiError(o.out.engine_failed ? 500 : 400, o.out.error);
     }
   // Checked after every engine step's outputs: a client that went away stops its requests
   // (their final "abort" outputs then arrive like any other).

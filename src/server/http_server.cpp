@@ -492,6 +492,7 @@ int serve(ServingContext& ctx, const sigset_t& signals) {
   });
   log_info("Application startup complete. Listening on " + *where + " (Press CTRL+C to quit)");
   StatsLogger stats(ctx);
+  bool engine_failed = false;
   timespec tick{0, 200'000'000};
   for (;;) {
     stats.tick();
@@ -505,6 +506,12 @@ int serve(ServingContext& ctx, const sigset_t& signals) {
       log_error("the HTTP listener stopped unexpectedly");
       break;
     }
+    if (ctx.engine && !ctx.engine->failure().empty()) {  // its requests have had their errors
+      log_error("the engine failed, shutting down: " + ctx.engine->failure());
+      engine_failed = true;
+      drain(ctx, svr, signals);
+      break;
+    }
   }
   // Idle keep-alive connections hold httplib's workers for up to their 5 s timeout; nothing
   // is in flight any more, so after a short grace the process leaves without them.
@@ -515,10 +522,10 @@ int serve(ServingContext& ctx, const sigset_t& signals) {
   log_info("Shutdown complete.");
   if (listening) {
     std::fflush(nullptr);
-    std::_Exit(0);
+    std::_Exit(engine_failed ? 1 : 0);
   }
   listener.join();
-  return 0;
+  return engine_failed ? 1 : 0;
 }
 
 }  // namespace
@@ -567,7 +574,7 @@ int run_server(ServerConfig config) {
   }, cfg.device, cfg.engine.max_model_len, cfg.tensor_parallel_size, cfg.dtype,
      cfg.quantization);
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
-  model.model->set_enforce_eager(cfg.enforce_eager);
+  model.set_enforce_eager(cfg.enforce_eager);
   model.set_kv_cache_dtype(cfg.kv_cache_dtype);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto core = std::make_unique<EngineCore>(model.ranks(), model.tokenizer.get(), cfg.engine);

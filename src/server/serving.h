@@ -40,7 +40,7 @@ struct ServerConfig {
   std::optional<DType> dtype;                 // --dtype (unset: auto)
   std::string quantization;                   // --quantization ("", none or fp8)
   std::string kv_cache_dtype = "auto";        // --kv-cache-dtype (auto, fp8, fp8_e4m3)
-  int tensor_parallel_size = 1;               // ranks, each a thread with its own shard (CPU)
+  int tensor_parallel_size = 1;               // ranks, each a thread with its own shard
   std::vector<std::string> served_model_names;  // the first one is the default
   std::string host = "127.0.0.1";
   int port = 8000;

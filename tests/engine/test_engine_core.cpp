@@ -365,6 +365,71 @@ TEST(AsyncEngine, StreamsAndFinishesEveryRequest) {
   EXPECT_EQ(tokens, 160);
 }
 
+// A rank that fails mid-step (issue 20): rank 1 of a mixture-of-experts model split over two
+// CPU ranks throws in layer 2's routing (through the routing observer, a test hook), while
+// rank 0 goes on to the collective after the experts. The group is aborted, so rank 0 stops
+// there instead of waiting for rank 1 forever; the step ends with an error naming rank 1, and
+// so does every later step.
+namespace {
+LoadedModel moe_split_failing_on_rank_1() {
+  LoadedModel split = load_model("fixtures/tiny/qwen3_moe", {}, kCpu, 0, 2);
+  split.other_ranks.at(0)->set_routing_observer([](int layer, int64_t, float) {
+    if (layer == 2) throw Error("injected failure");
+  });
+  return split;
+}
+}  // namespace
+
+TEST(TensorParallelEngine, AFailingRankEndsTheStepNamingItNotAHang) {
+  const LoadedModel split = moe_split_failing_on_rank_1();
+  EngineConfig cfg;
+  cfg.max_model_len = 64;
+  EngineCore core(split.ranks(), nullptr, cfg);
+  core.add_request("a", {3, 4, 5, 6}, greedy(4));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      core.step();
+      ADD_FAILURE() << "the step should have failed (attempt " << attempt << ")";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("tensor-parallel rank 1 failed: injected failure"),
+                std::string::npos) << e.what();
+    }
+  }
+}
+
+// The engine thread's side: the failed step ends every request with an error output marked
+// as the engine's (the server answers 500 and shuts down), and later requests are refused.
+TEST(AsyncEngine, AFailedStepEndsEveryRequestWithAnError) {
+  const LoadedModel split = moe_split_failing_on_rank_1();
+  EngineConfig cfg;
+  cfg.max_model_len = 64;
+  AsyncEngine engine(std::make_unique<EngineCore>(split.ranks(), nullptr, cfg));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<RequestOutput> finals;
+  for (int i = 0; i < 3; ++i) {
+    SamplingParams p = greedy(8);
+    p.n = i == 2 ? 2 : 1;
+    engine.add_request(std::to_string(i), {3, 4, 5, 6}, p, [&](const RequestOutput& o) {
+      std::lock_guard lock(mu);
+      if (o.finished) finals.push_back(o);
+      cv.notify_all();
+    });
+  }
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return finals.size() == 4; }))
+      << finals.size() << " of 4 completions finished";
+  for (const RequestOutput& o : finals) {
+    EXPECT_EQ(o.finish_reason, "error") << o.request_id;
+    EXPECT_TRUE(o.engine_failed) << o.request_id;
+    EXPECT_NE(o.error.find("tensor-parallel rank 1 failed"), std::string::npos) << o.error;
+  }
+  lock.unlock();
+  EXPECT_NE(engine.failure().find("injected failure"), std::string::npos) << engine.failure();
+  EXPECT_THROW(engine.add_request("late", {3, 4}, greedy(2), [](const RequestOutput&) {}),
+               EngineFailed);
+}
+
 // prompt_logprobs are log_softmax of the model's logits at each prompt position, evaluated at
 // the next prompt token; checked against a direct forward of the whole prompt.
 TEST_F(TinyEngine, PromptLogprobsMatchDirectForward) {
@@ -588,6 +653,58 @@ TEST(CudaEngine, GreedyMatchesCpuWithGraphsAndPressure) {
 TEST(CudaEngine, HybridGroupsMatchCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
   expect_cuda_matches_cpu("fixtures/tiny/gemma3", random_prompts(9, 3, 60, 384, 5), 400, 48);
+}
+
+// Tensor parallel on CUDA (issue 20): one GPU a rank over NCCL, through the executor with decode
+// graphs (each rank captures its own, NCCL's kernels inside) and eager; 14 concurrent greedy
+// requests under a tight cache give the CPU's tokens (f32 weights and KV), every KV block
+// comes back, and with --gpu-memory-utilization every rank runs the profile at once. On one
+// GPU both ranks share it (set_cuda_backends_per_gpu), meeting through the host, eager only.
+TEST(CudaTensorParallelEngine, GreedyMatchesCpuWithGraphsAndPressure) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  set_cuda_backends_per_gpu(cuda_device_count() >= 2 ? 1 : 2);
+  struct Restore {
+    ~Restore() { set_cuda_backends_per_gpu(1); }
+  } restore;
+  for (const std::string fixture : {"fixtures/tiny/qwen3", "fixtures/tiny/qwen3_moe"}) {
+    const auto prompts = random_prompts(14, 3, 70, 384, 9);
+    LoadedModel cpu = load_model(fixture);
+    EngineConfig cfg;
+    cfg.max_model_len = 128;
+    cfg.block_size = 4;
+    cfg.max_num_batched_tokens = 64;
+    cfg.kv_cache_memory = 300 * cpu.model->kv_bytes_per_token();
+    EngineCore ref(*cpu.model, nullptr, cfg);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      ref.add_request(std::to_string(i), prompts[i], greedy(40));
+    const auto want = run_all(ref);
+    for (bool eager : {false, true}) {
+      LoadedModel split = load_model(fixture, {}, Device{DeviceKind::Cuda, 0}, 0, 2);
+      split.set_enforce_eager(eager);
+      EngineConfig c = cfg;
+      c.kv_cache_memory = 300 * split.model->kv_bytes_per_token();  // per rank
+      EngineCore core(split.ranks(), nullptr, c);
+      for (size_t i = 0; i < prompts.size(); ++i)
+        core.add_request(std::to_string(i), prompts[i], greedy(40));
+      const auto got = run_all(core);
+      ASSERT_EQ(got.size(), want.size());
+      for (const auto& [id, d] : want)
+        EXPECT_EQ(got.at(id).tokens, d.tokens) << fixture << " " << id << " eager=" << eager;
+      EXPECT_GT(core.stats().num_preemptions, 0) << "the tight cache should have preempted";
+      EXPECT_EQ(core.stats().kv_cache_usage, 0.0);
+    }
+    LoadedModel split = load_model(fixture, {}, Device{DeviceKind::Cuda, 0}, 0, 2);
+    EngineConfig profiled = cfg;
+    profiled.gpu_memory_utilization = 0.3;
+    EngineCore core(split.ranks(), nullptr, profiled);
+    EXPECT_NE(core.memory_summary().find("tightest rank"), std::string::npos)
+        << core.memory_summary();
+    for (size_t i = 0; i < 4; ++i) core.add_request(std::to_string(i), prompts[i], greedy(40));
+    const auto got = run_all(core);
+    for (size_t i = 0; i < 4; ++i)
+      EXPECT_EQ(got.at(std::to_string(i) + "/0").tokens, want.at(std::to_string(i) + "/0").tokens)
+          << fixture << " profiled, request " << i;
+  }
 }
 
 // The GPU budget from a profile run, as vLLM's: dummy steps measure the activations at the

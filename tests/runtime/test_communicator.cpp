@@ -1,6 +1,9 @@
 // The thread communicator's collectives: ranks as threads, each with its own values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "runtime/communicator.h"
@@ -56,6 +59,30 @@ TEST(ThreadCommunicator, AllReduceSumsInRankOrderOnEveryRank) {
 }
 
 // Uneven column counts land side by side in rank order, on every rank.
+// abort() from another rank releases a rank waiting in a collective, and the group stays
+// ended: every later collective of any rank throws too.
+TEST(ThreadCommunicator, AbortReleasesAWaitingRankAndEndsTheGroup) {
+  auto comms = make_thread_communicators(3);
+  std::atomic<int> released{0};
+  std::vector<std::thread> waiting;
+  for (int r = 0; r < 2; ++r)
+    waiting.emplace_back([&, r] {
+      Tensor x = Tensor::empty({4}, DType::F32);
+      std::fill_n(x.data<float>(), 4, 1.0f);
+      EXPECT_THROW(comms[size_t(r)]->all_reduce_sum(x), CollectiveAborted) << "rank " << r;
+      ++released;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(released.load(), 0) << "ranks 0 and 1 must wait for rank 2";
+  comms[2]->abort();
+  for (auto& t : waiting) t.join();
+  EXPECT_EQ(released.load(), 2);
+  Tensor y = Tensor::empty({4}, DType::F32);
+  EXPECT_THROW(comms[2]->all_reduce_sum(y), CollectiveAborted);
+  Tensor out = Tensor::empty({4, 3}, DType::F32);
+  EXPECT_THROW(comms[0]->all_gather_columns(y.reshape({4, 1}), out), CollectiveAborted);
+}
+
 TEST(ThreadCommunicator, AllGatherColumnsPlacesEachRanksColumns) {
   const int size = 3;
   const int64_t M = 5;
@@ -92,7 +119,12 @@ TEST(NcclCommunicator, AllReduceAndGatherOnEveryGpu) {
   ASSERT_EQ(comms.size(), size_t(gpus));
   const int64_t m = 3, n = 5;
   std::vector<std::vector<float>> reduced(static_cast<size_t>(gpus)),
-      gathered(static_cast<size_t>(gpus));
+      gathered(static_cast<size_t>(gpus)), uneven(static_cast<size_t>(gpus));
+  // A vocabulary that does not split evenly: the first gpus - 1 ranks hold one more column
+  // (share_of's split, which the NCCL gather pads to equal blocks and unpads).
+  const int64_t total = (n + 1) * gpus - 1;
+  const auto width = [&](int r) { return n + (r < gpus - 1 ? 1 : 0); };
+  const auto first = [&](int r) { return int64_t(r) * n + std::min(r, gpus - 1); };
   std::vector<std::thread> threads;
   for (int r = 0; r < gpus; ++r)
     threads.emplace_back([&, r] {
@@ -109,6 +141,14 @@ TEST(NcclCommunicator, AllReduceAndGatherOnEveryGpu) {
       c.all_gather_columns(x.to(dev), out);
       const Tensor g = out.to(kCpu);
       gathered[size_t(r)].assign(g.data<float>(), g.data<float>() + g.numel());
+      Tensor part = Tensor::empty({m, width(r)}, DType::F32);
+      for (int64_t row = 0; row < m; ++row)
+        for (int64_t j = 0; j < width(r); ++j)
+          part.data<float>()[row * width(r) + j] = float(row * 1000 + first(r) + j);
+      Tensor whole = Tensor::empty({m, total}, DType::F32, dev);
+      c.all_gather_columns(part.to(dev), whole);
+      const Tensor u = whole.to(kCpu);
+      uneven[size_t(r)].assign(u.data<float>(), u.data<float>() + u.numel());
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < gpus; ++r) {
@@ -123,6 +163,10 @@ TEST(NcclCommunicator, AllReduceAndGatherOnEveryGpu) {
           ASSERT_EQ(gathered[size_t(r)][size_t(row * n * gpus + q * n + j)],
                     float(row * n + j + 100 * q))
               << "rank " << r << " row " << row << " from rank " << q;
+    for (int64_t row = 0; row < m; ++row)
+      for (int64_t col = 0; col < total; ++col)
+        ASSERT_EQ(uneven[size_t(r)][size_t(row * total + col)], float(row * 1000 + col))
+            << "uneven shares: rank " << r << " row " << row << " column " << col;
   }
 }
 

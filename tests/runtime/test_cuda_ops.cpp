@@ -503,6 +503,14 @@ TEST_F(CudaOps, EmbeddingExact) {
     Tensor out = Tensor::empty({5, 72}, DType::F32, kGpu);
     embedding(ids.to(kGpu), table.to(kGpu), out);
     EXPECT_EQ(rel_err(host(out), ref), 0.0) << dtype_name(dt);
+    // A vocab-parallel shard of rows [7, 30): ids 49 and 0 are outside it and get zero rows.
+    Tensor shard_ref = Tensor::empty({5, 72}, DType::F32);
+    embedding_rows(ids, table.narrow(7, 23), 7, shard_ref);
+    Tensor shard = Tensor::empty({5, 72}, DType::F32, kGpu);
+    fill(shard, 3.0f);
+    embedding_rows(ids.to(kGpu), table.narrow(7, 23).to(kGpu), 7, shard);
+    EXPECT_EQ(rel_err(host(shard), shard_ref), 0.0) << dtype_name(dt) << " shard";
+    EXPECT_EQ(host(shard).data<float>()[0], 0.0f) << "id 49 is not in the shard";
   }
 }
 

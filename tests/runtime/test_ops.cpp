@@ -293,6 +293,32 @@ TEST(Ops, EmbeddingGathersRows) {
   EXPECT_THROW(embedding(ids, q, out), Error);
 }
 
+// A vocab-parallel shard holds rows [4, 9) of the table: the ids among them get their rows,
+// the others zeros, and the shards' outputs add up to the whole embedding.
+TEST(Ops, EmbeddingRowsOfAShardAddUpToTheWhole) {
+  Tensor table = quantize(gauss({11, 64}), DType::Q8_0);
+  Tensor ids = Tensor::empty({6}, DType::I32);
+  const int32_t idv[] = {3, 4, 8, 9, 10, 4};
+  std::copy(idv, idv + 6, ids.data<int32_t>());
+  Tensor whole = Tensor::empty({6, 64}, DType::F32);
+  embedding(ids, table, whole);
+  Tensor sum = Tensor::empty({6, 64}, DType::F32);
+  fill(sum, 0.0f);
+  for (const auto& [first, rows] : {std::pair{0, 4}, {4, 5}, {9, 2}}) {
+    Tensor out = Tensor::empty({6, 64}, DType::F32);
+    fill(out, 7.0f);  // every row is written
+    embedding_rows(ids, table.narrow(first, rows), first, out);
+    for (int i = 0; i < 6; ++i) {
+      const bool mine = idv[i] >= first && idv[i] < first + rows;
+      for (int j = 0; j < 64; ++j)
+        ASSERT_EQ(out.data<float>()[i * 64 + j], mine ? whole.data<float>()[i * 64 + j] : 0.0f)
+            << "shard at " << first << ", id " << idv[i] << ", lane " << j;
+    }
+    add(sum, out, sum);
+  }
+  EXPECT_EQ(max_abs_diff(sum.data<float>(), whole.data<float>(), 6 * 64), 0.0f);
+}
+
 // A mixture-of-experts layer's scatter: each source row, weighted, added into its own row in
 // order; the other rows keep what fill gave them; a row outside out is refused.
 TEST(Ops, FillAndIndexAddScaled) {

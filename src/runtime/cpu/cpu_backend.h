@@ -17,7 +17,8 @@ class CpuBackend final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
   bool matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
                     const MatmulFusion& fusion) override;
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, int64_t first_id,
+                 Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_bias(Tensor& x, const Tensor& bias) override;

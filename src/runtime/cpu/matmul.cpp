@@ -167,12 +167,19 @@ bool CpuBackend::matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
   return true;
 }
 
-void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
-  const int64_t T = ids.size(0), D = table.size(1);
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, int64_t first_id,
+                           Tensor& out) {
+  const int64_t T = ids.size(0), D = table.size(1), rows = table.size(0);
   const int32_t* id = ids.data<int32_t>();
   cpu_pool().parallel_for(T, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      dequantize_row(table.dtype(), table.row(id[t]), reinterpret_cast<float*>(out.row(t)), D);
+    for (int64_t t = t0; t < t1; ++t) {
+      auto* o = reinterpret_cast<float*>(out.row(t));
+      const int64_t r = int64_t(id[t]) - first_id;
+      if (r >= 0 && r < rows)
+        dequantize_row(table.dtype(), table.row(r), o, D);
+      else
+        std::fill_n(o, D, 0.0f);
+    }
   });
 }
 

@@ -55,14 +55,15 @@ bool repeat_launch(const void* kernel) {
   return match;
 }
 
-CudaBackend::CudaBackend(int index) : index_(index) {
-  VLLM_CUDA_CHECK(cudaSetDevice(index));
-  VLLM_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, index));
+CudaBackend::CudaBackend(int index, int physical) : index_(index), physical_(physical) {
+  VLLM_CUDA_CHECK(cudaSetDevice(physical));
+  VLLM_CUDA_CHECK(
+      cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, physical));
   VLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   // Freed blocks stay in the pool for reuse instead of going back to the driver, so the
   // per-step activations cost no cudaMalloc after the first steps.
   cudaMemPool_t pool;
-  VLLM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
+  VLLM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, physical));
   uint64_t keep = UINT64_MAX;
   VLLM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   VLLM_CHECK(lt().cublasLtCreate(&lt_) == CUBLAS_STATUS_SUCCESS, "cublasLtCreate failed");
@@ -85,6 +86,7 @@ void* CudaBackend::alloc(size_t bytes) {
     return arena_ + at;
   }
   if (profiling_) profile_arena_ = (profile_arena_ + 255) / 256 * 256 + bytes;
+  make_current();  // the load thread places every rank's weights
   void* p = nullptr;
   const cudaError_t err = cudaMallocAsync(&p, bytes, stream_);
   if (err != cudaSuccess) {
@@ -101,6 +103,9 @@ void* CudaBackend::alloc(size_t bytes) {
 void CudaBackend::free(void* ptr) {
   const char* c = static_cast<const char*>(ptr);
   if (c >= arena_ && c < arena_ + arena_bytes_) return;  // arena pieces die with the step
+  // Not make_current(): nothing may throw here (destructors, process exit).
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current != physical_) cudaSetDevice(physical_);
   cudaFreeAsync(ptr, stream_);
 }
 
@@ -133,7 +138,7 @@ cudaMemPool_t default_pool(int index) {
 void CudaBackend::begin_profile() {
   VLLM_CHECK(!profiling_ && !arena_active_, "profiling inside a profile or a step arena");
   VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  cudaMemPool_t pool = default_pool(index_);
+  cudaMemPool_t pool = default_pool(physical_);
   uint64_t zero = 0;  // resets the high watermark to the current use
   VLLM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
   VLLM_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &profile_base_));
@@ -145,7 +150,7 @@ Backend::MemoryProfile CudaBackend::end_profile() {
   VLLM_CHECK(profiling_, "end_profile without begin_profile");
   profiling_ = false;
   VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  cudaMemPool_t pool = default_pool(index_);
+  cudaMemPool_t pool = default_pool(physical_);
   uint64_t high = 0;
   VLLM_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
   MemoryProfile p;
@@ -156,7 +161,7 @@ Backend::MemoryProfile CudaBackend::end_profile() {
 
 void CudaBackend::release_cached_memory() {
   VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  VLLM_CUDA_CHECK(cudaMemPoolTrimTo(default_pool(index_), 0));
+  VLLM_CUDA_CHECK(cudaMemPoolTrimTo(default_pool(physical_), 0));
 }
 
 void CudaBackend::begin_capture() {
@@ -184,6 +189,7 @@ void CudaBackend::replay(const std::shared_ptr<void>& graph) {
 void CudaBackend::copy(void* dst, Device dst_device, const void* src, Device src_device,
                        size_t bytes) {
   if (bytes == 0) return;
+  make_current();
   VLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
   // A copy to the host is complete on return; one from pageable host memory has been staged.
   if (dst_device.kind == DeviceKind::Cpu || src_device.kind == DeviceKind::Cpu)
@@ -191,6 +197,12 @@ void CudaBackend::copy(void* dst, Device dst_device, const void* src, Device src
 }
 
 void CudaBackend::synchronize() { VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void CudaBackend::make_current() {
+  int current = -1;
+  VLLM_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != physical_) VLLM_CUDA_CHECK(cudaSetDevice(physical_));
+}
 
 }  // namespace vllm::cuda
 
@@ -208,25 +220,43 @@ int cuda_device_count() {
   return count;
 }
 
+namespace {
+int backends_per_gpu = 1;
+}  // namespace
+
+void set_cuda_backends_per_gpu(int per_gpu) {
+  VLLM_CHECK(per_gpu >= 1, "backends per GPU: ", per_gpu);
+  backends_per_gpu = per_gpu;
+}
+
+int cuda_backends_per_gpu() { return backends_per_gpu; }
+
+int cuda_physical_device(int index) {
+  const int count = cuda_device_count();
+  return count > 0 ? index % count : index;
+}
+
 Backend& cuda_backend(int index) {
   constexpr int kMaxDevices = 16;
   // Never destroyed: tensors released during static destruction still call free().
   static auto& backends = *new std::array<std::unique_ptr<cuda::CudaBackend>, kMaxDevices>();
   static std::mutex mutex;
   VLLM_CHECK(index >= 0 && index < kMaxDevices, "cuda device index ", index);
-  if (index >= cuda_device_count())
+  if (index >= cuda_device_count() * backends_per_gpu)
     throw Error("cuda:" + std::to_string(index) + " is not present (" +
                 std::to_string(cuda_device_count()) + " CUDA device(s) usable)");
   std::lock_guard<std::mutex> lock(mutex);
-  if (!backends[index]) backends[index] = std::make_unique<cuda::CudaBackend>(index);
+  if (!backends[index])
+    backends[index] = std::make_unique<cuda::CudaBackend>(index, cuda_physical_device(index));
   return *backends[index];
 }
 
 DeviceInfo cuda_device_info(int index) {
   auto& be = static_cast<cuda::CudaBackend&>(cuda_backend(index));
+  be.make_current();  // cudaMemGetInfo reads the current device
   DeviceInfo info;
   cudaDeviceProp prop{};
-  VLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  VLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, cuda_physical_device(index)));
   info.name = prop.name;
   info.multiprocessors = be.multiprocessors();
   VLLM_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));

@@ -15,7 +15,8 @@ namespace vllm::cuda {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int index);
+  // cuda:index, on GPU `physical` (the same but with set_cuda_backends_per_gpu).
+  CudaBackend(int index, int physical);
   ~CudaBackend() override;
 
   Device device() const override { return Device{DeviceKind::Cuda, index_}; }
@@ -24,6 +25,7 @@ class CudaBackend final : public Backend {
   void copy(void* dst, Device dst_device, const void* src, Device src_device,
             size_t bytes) override;
   void synchronize() override;
+  void make_current() override;
   void begin_arena(size_t bytes) override;
   void end_arena() override;
   void begin_profile() override;
@@ -37,7 +39,8 @@ class CudaBackend final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
   bool matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
                     const MatmulFusion& fusion) override;
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, int64_t first_id,
+                 Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_bias(Tensor& x, const Tensor& bias) override;
@@ -110,6 +113,7 @@ class CudaBackend final : public Backend {
   void act_and_mul(const Tensor& gate_up, Tensor& out);
 
   int index_;
+  int physical_;
   int multiprocessors_ = 0;
   CUstream_st* stream_ = nullptr;
   cublasLtContext* lt_ = nullptr;

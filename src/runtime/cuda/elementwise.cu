@@ -11,15 +11,21 @@ namespace {
 
 constexpr int kMaxRotaryPairs = 256;
 
+// Rows of ids outside [first_id, first_id + rows) are zeros (a vocab-parallel shard's part).
 template <typename T>
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
-                                 int64_t table_stride, float* __restrict__ out,
-                                 int64_t out_stride, int64_t dim) {
+                                 int64_t table_stride, int64_t first_id, int64_t rows,
+                                 float* __restrict__ out, int64_t out_stride, int64_t dim) {
   pdl_begin();
   const int64_t t = blockIdx.x;
-  const T* row = table + int64_t(ids[t]) * table_stride;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    out[t * out_stride + i] = to_float(row[i]);
+  const int64_t r = int64_t(ids[t]) - first_id;
+  float* o = out + t * out_stride;
+  if (r < 0 || r >= rows) {
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = 0.0f;
+    return;
+  }
+  const T* row = table + r * table_stride;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = to_float(row[i]);
 }
 
 // Rows r = t * heads + h of x[T, H, D] (heads = 1 for [T, D]); strides in floats.
@@ -415,15 +421,16 @@ unsigned rows_grid(int64_t rows) {
 
 }  // namespace
 
-void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, int64_t first_id,
+                            Tensor& out) {
   const int64_t t = ids.size(0), d = table.size(1);
   if (t == 0) return;
   VLLM_CHECK(ids.is_contiguous(), "embedding ids must be contiguous");
   dispatch_float_type(table.dtype(), [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch(embedding_kernel<T>, rows_grid(t), row_threads(d / 4), 0, stream_,
-        ids.data<int32_t>(), table.data<T>(), row_stride(table), out.data<float>(),
-        row_stride(out), d);
+        ids.data<int32_t>(), table.data<T>(), row_stride(table), first_id, table.size(0),
+        out.data<float>(), row_stride(out), d);
   });
 }
 

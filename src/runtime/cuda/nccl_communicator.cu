@@ -3,6 +3,8 @@
 // normally, its library would be mapped by every run, CPU-only ones too. Each collective runs on
 // its rank's compute stream (the CUDA backend's), ordered with the kernels around it, so a
 // captured decode graph can hold it; the caller's thread gets the rank's device set first.
+#include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "runtime/communicator.h"
@@ -26,6 +28,7 @@ struct Nccl {
 #define VLLM_NCCL_FN(name) decltype(&::name) name = nullptr;
   VLLM_NCCL_FN(ncclCommInitAll)
   VLLM_NCCL_FN(ncclCommDestroy)
+  VLLM_NCCL_FN(ncclCommAbort)
   VLLM_NCCL_FN(ncclAllReduce)
   VLLM_NCCL_FN(ncclAllGather)
   VLLM_NCCL_FN(ncclGetErrorString)
@@ -40,6 +43,7 @@ const Nccl& nccl() {
 #define VLLM_NCCL_BIND(name) lib.bind(t.name, #name);
     VLLM_NCCL_BIND(ncclCommInitAll)
     VLLM_NCCL_BIND(ncclCommDestroy)
+    VLLM_NCCL_BIND(ncclCommAbort)
     VLLM_NCCL_BIND(ncclAllReduce)
     VLLM_NCCL_BIND(ncclAllGather)
     VLLM_NCCL_BIND(ncclGetErrorString)
@@ -58,12 +62,21 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(ncclComm_t comm, int rank, int size, int device)
       : comm_(comm), rank_(rank), size_(size), device_(device),
         backend_(static_cast<cuda::CudaBackend&>(cuda_backend(device))) {}
-  ~NcclCommunicator() override { nccl().ncclCommDestroy(comm_); }
+  ~NcclCommunicator() override {
+    if (!aborted_.exchange(true)) nccl().ncclCommDestroy(comm_);
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  bool capturable() const override { return true; }
+
+  // NCCL ends the collectives in flight (their kernels stop waiting for the other ranks).
+  void abort() override {
+    if (!aborted_.exchange(true)) nccl().ncclCommAbort(comm_);
+  }
 
   void all_reduce_sum(Tensor& x) override {
+    if (aborted_) throw CollectiveAborted();
     expect_here(x, "all_reduce_sum");
     VLLM_CUDA_CHECK(cudaSetDevice(device_));
     check(nccl().ncclAllReduce(x.raw(), x.raw(), size_t(x.numel()), ncclFloat32, ncclSum, comm_,
@@ -71,23 +84,35 @@ class NcclCommunicator final : public Communicator {
           "ncclAllReduce");
   }
 
-  // NCCL gathers whole buffers rank after rank: into [size, M, n] first, then each rank's
-  // block into its columns of out. Every rank's x has the same shape.
+  // NCCL gathers equal blocks rank after rank: each rank's columns, padded to the widest
+  // share, into [size, M, widest] first, then each rank's share into its columns of out.
   void all_gather_columns(const Tensor& x, Tensor& out) override {
+    if (aborted_) throw CollectiveAborted();
     expect_here(x, "all_gather_columns");
     expect_here(out, "all_gather_columns");
-    const int64_t m = x.size(0), n = x.size(1);
-    VLLM_CHECK(x.ndim() == 2 && out.ndim() == 2 && out.size(0) == m && out.size(1) == size_ * n,
-               "all_gather_columns on NCCL: every rank's x is [M, n] and out [M, ranks x n]; got ",
-               x.shape_str(), " and ", out.shape_str());
+    const int64_t m = x.size(0), total = out.size(1);
+    const int64_t base = total / size_, extra = total % size_;
+    const auto width = [&](int r) { return base + (r < extra ? 1 : 0); };
+    const auto first = [&](int r) { return r * base + std::min<int64_t>(r, extra); };
+    const int64_t widest = base + (extra > 0 ? 1 : 0);
+    VLLM_CHECK(x.ndim() == 2 && out.ndim() == 2 && out.size(0) == m && x.size(1) == width(rank_),
+               "all_gather_columns on NCCL: rank ", rank_, " of ", size_, " gives [M, ",
+               width(rank_), "] columns of out [M, ", total, "]; got ", x.shape_str(), " and ",
+               out.shape_str());
     VLLM_CUDA_CHECK(cudaSetDevice(device_));
-    Tensor blocks = Tensor::empty({size_, m, n}, DType::F32, x.device());
-    check(nccl().ncclAllGather(x.raw(), blocks.raw(), size_t(m * n), ncclFloat32, comm_,
+    Tensor mine = x;
+    if (x.size(1) != widest) {
+      mine = Tensor::empty({m, widest}, DType::F32, x.device());
+      Tensor cols = mine.slice(1, 0, x.size(1));
+      copy_strided(x, cols);  // the padding column is sent but never read
+    }
+    Tensor blocks = Tensor::empty({size_, m, widest}, DType::F32, x.device());
+    check(nccl().ncclAllGather(mine.raw(), blocks.raw(), size_t(m * widest), ncclFloat32, comm_,
                                backend_.stream()),
           "ncclAllGather");
     for (int r = 0; r < size_; ++r) {
-      Tensor cols = out.slice(1, r * n, n);
-      copy_strided(blocks.narrow(r, 1).reshape({m, n}), cols);
+      Tensor cols = out.slice(1, first(r), width(r));
+      copy_strided(blocks.narrow(r, 1).reshape({m, widest}).slice(1, 0, width(r)), cols);
     }
   }
 
@@ -100,6 +125,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   ncclComm_t comm_;
+  std::atomic<bool> aborted_{false};
   int rank_, size_, device_;
   cuda::CudaBackend& backend_;
 };

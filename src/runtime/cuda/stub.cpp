@@ -14,6 +14,10 @@ Backend& cuda_backend(int index) {
 
 DeviceInfo cuda_device_info(int index) { (void)cuda_backend(index); return {}; }
 
+void set_cuda_backends_per_gpu(int) {}
+int cuda_backends_per_gpu() { return 1; }
+int cuda_physical_device(int index) { return index; }
+
 std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>&) {
   throw Error("tensor parallel on CUDA requested, but this build has no CUDA backend (nvcc was "
               "not found)");
