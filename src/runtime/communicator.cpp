@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 
 #include "runtime/backend.h"
 #include "util/check.h"
@@ -13,53 +11,37 @@ namespace vllm {
 namespace {
 
 // A barrier that abort() opens for good: every rank waiting in it, and every later arrival,
-// throws CollectiveAborted. A waiter spins a little before it sleeps: the ranks of a step
-// arrive close together, dozens of times a step.
+// throws CollectiveAborted. Waiters sleep on the generation counter (a futex, as std::barrier;
+// measured as fast as std::barrier with 2 and 3 ranks on 2 cores, where spinning is not:
+// a spinning rank takes the core of the rank it waits for).
 class AbortableBarrier {
  public:
   explicit AbortableBarrier(int n) : size_(n) {}
   void arrive_and_wait() {
-    if (aborted_.load(std::memory_order_acquire)) throw CollectiveAborted();
     const uint64_t generation = generation_.load(std::memory_order_acquire);
+    if (generation & kAborted) throw CollectiveAborted();
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
-      // The others wait for the new generation, so none arrives again before this reset.
+      // The others wait for the next generation, so none arrives again before this reset.
       arrived_.store(0, std::memory_order_relaxed);
-      {
-        std::lock_guard lock(mutex_);
-        generation_.store(generation + 1, std::memory_order_release);
-      }
-      cv_.notify_all();
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+      generation_.notify_all();
       return;
     }
-    for (int spin = 0; spin < 2048; ++spin) {
-      if (generation_.load(std::memory_order_acquire) != generation) return;
-      if (aborted_.load(std::memory_order_acquire)) throw CollectiveAborted();
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    }
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] {
-      return aborted_.load(std::memory_order_acquire) ||
-             generation_.load(std::memory_order_acquire) != generation;
-    });
-    if (generation_.load(std::memory_order_acquire) == generation) throw CollectiveAborted();
+    uint64_t now;
+    while ((now = generation_.load(std::memory_order_acquire)) == generation)
+      generation_.wait(generation, std::memory_order_acquire);
+    if (now & kAborted) throw CollectiveAborted();
   }
   void abort() {
-    {
-      std::lock_guard lock(mutex_);
-      aborted_.store(true, std::memory_order_release);
-    }
-    cv_.notify_all();
+    generation_.fetch_or(kAborted, std::memory_order_acq_rel);
+    generation_.notify_all();
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
+  static constexpr uint64_t kAborted = uint64_t(1) << 63;
   const int size_;
   std::atomic<int> arrived_{0};
   std::atomic<uint64_t> generation_{0};
-  std::atomic<bool> aborted_{false};
 };
 
 // What the ranks share: each posts a pointer to its input, then works on its own part of the
