@@ -63,13 +63,11 @@ void build_ranks(LoadedModel& out, ModelConfig config, const WeightSource& weigh
     for (int r = 0; r < tp; ++r) gpus.push_back(device.index + r);
   }
   (void)shard_config(config, {0, tp});  // a size that does not split is refused before NCCL starts
-  // NCCL needs a GPU of its own for each rank; ranks sharing one (tests:
+  // NCCL needs a GPU of its own for each rank; ranks on backends that share GPUs (tests:
   // set_cuda_backends_per_gpu) are joined through the host.
-  std::vector<int> physical;
-  for (int g : gpus) physical.push_back(cuda_physical_device(g));
-  std::sort(physical.begin(), physical.end());
-  const bool distinct = std::adjacent_find(physical.begin(), physical.end()) == physical.end();
-  auto comms = gpus.empty() || !distinct ? make_thread_communicators(tp)
+  const bool own_gpus = std::all_of(gpus.begin(), gpus.end(),
+                                    [](int g) { return cuda_physical_device(g) == g; });
+  auto comms = gpus.empty() || !own_gpus ? make_thread_communicators(tp)
                                          : make_nccl_communicators(gpus);
   for (int r = 0; r < tp; ++r) {
     const TpRank rank{r, tp};
