@@ -58,7 +58,6 @@ TEST(ThreadCommunicator, AllReduceSumsInRankOrderOnEveryRank) {
   }
 }
 
-// Uneven column counts land side by side in rank order, on every rank.
 // abort() from another rank releases a rank waiting in a collective, and the group stays
 // ended: every later collective of any rank throws too.
 TEST(ThreadCommunicator, AbortReleasesAWaitingRankAndEndsTheGroup) {
@@ -83,6 +82,7 @@ TEST(ThreadCommunicator, AbortReleasesAWaitingRankAndEndsTheGroup) {
   EXPECT_THROW(comms[0]->all_gather_columns(y.reshape({4, 1}), out), CollectiveAborted);
 }
 
+// Uneven column counts land side by side in rank order, on every rank.
 TEST(ThreadCommunicator, AllGatherColumnsPlacesEachRanksColumns) {
   const int size = 3;
   const int64_t M = 5;
