@@ -119,18 +119,10 @@ void on_every_rank(const std::vector<const DecoderModel*>& ranks,
   for (size_t r = 1; r < ranks.size(); ++r) threads.emplace_back(run, r);
   run(0);
   for (auto& t : threads) t.join();
-  std::exception_ptr first;
-  for (auto& e : errors) {
-    if (!e) continue;
-    try {
-      std::rethrow_exception(e);
-    } catch (const CollectiveAborted&) {
-      if (!first) first = e;
-    } catch (...) {
-      std::rethrow_exception(e);
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  for (auto& e : errors)
+    if (e && !is_collective_abort(e)) std::rethrow_exception(e);
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 // The config with max_model_len and, on a GPU, the KV budget filled in; `memory` receives a line

@@ -121,28 +121,18 @@ std::unordered_map<std::string, StepSample> Executor::execute(
   }
   // The rank that failed, not the ranks its abort stopped; the group cannot run again.
   for (auto& e : errors)
-    if (e && !is_abort(e) && !group_error_) group_error_ = e;
+    if (e && !is_collective_abort(e) && !group_error_) group_error_ = e;
   for (auto& e : errors)
     if (e && !group_error_) group_error_ = e;
   if (group_error_) std::rethrow_exception(group_error_);
   return samples;
 }
 
-bool Executor::is_abort(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const CollectiveAborted&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 // Called in a rank's catch block: the error, named by its rank. Any error but an abort ends the
 // group, so that the ranks waiting for this one in a collective stop with CollectiveAborted.
 std::exception_ptr Executor::failed(int rank) {
   std::exception_ptr e = std::current_exception();
-  if (is_abort(e)) return e;
+  if (is_collective_abort(e)) return e;
   for (Communicator* c : comms_) c->abort();
   try {
     std::rethrow_exception(e);

@@ -40,7 +40,6 @@ class Executor {
   struct Worker;
   void work(Worker& w, int rank);
   std::exception_ptr failed(int rank);
-  static bool is_abort(const std::exception_ptr& e);
 
   std::vector<std::unique_ptr<ModelRunner>> runners_;
   std::vector<Device> devices_;  // each rank's

@@ -136,6 +136,16 @@ class ThreadCommunicator final : public Communicator {
 
 }  // namespace
 
+bool is_collective_abort(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const CollectiveAborted&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 std::vector<std::shared_ptr<Communicator>> make_thread_communicators(int size) {
   VLLM_CHECK(size >= 1, "communicator size ", size);
   auto shared = std::make_shared<Shared>(size);

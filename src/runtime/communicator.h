@@ -2,6 +2,7 @@
 // the same order with tensors of the same shape; a reduction adds the ranks' values in rank
 // order, so every rank ends with the same bits.
 #pragma once
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -33,6 +34,8 @@ class CollectiveAborted : public Error {
  public:
   CollectiveAborted() : Error("the tensor-parallel group was aborted (another rank failed)") {}
 };
+// Whether `e` holds a CollectiveAborted: a rank stopped by another's failure, not the failure.
+bool is_collective_abort(const std::exception_ptr& e);
 
 // The communicators of `size` ranks that are threads of this process: element i of the result
 // belongs to rank i. The ranks meet at barriers, so each one needs its own thread. Their
