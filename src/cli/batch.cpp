@@ -9,6 +9,7 @@
 #include "cli/batch.h"
 #include "engine/async_engine.h"
 #include "engine/params_json.h"
+#include "engine/remote_ranks.h"
 #include "util/check.h"
 
 namespace vllm::cli {
@@ -22,6 +23,7 @@ struct Completion {
   json logprobs = json::array();
   std::string finish_reason;
   std::optional<std::string> stop_reason;
+  std::string error;  // finish_reason "error": why
 };
 
 struct Result {
@@ -34,14 +36,17 @@ struct Result {
 }  // namespace
 
 int run_batch(LoadedModel& m, const EngineConfig& config, const std::string& input,
-              const std::string& output) {
+              const std::string& output, NodeGroup* group) {
   std::ifstream in(input);
   if (!in) throw Error(input + ": cannot open");
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);)
     if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
 
-  auto core = std::make_unique<EngineCore>(m.ranks(), m.tokenizer.get(), config);
+  // Node 0 of a group spanning processes: the other nodes run the same steps.
+  std::unique_ptr<RemoteRanks> remote;
+  if (group) remote = std::make_unique<RemoteRanks>(*group, m.ranks());
+  auto core = std::make_unique<EngineCore>(m.ranks(), m.tokenizer.get(), config, remote.get());
   if (!core->memory_summary().empty())
     std::fprintf(stderr, "%s\n", core->memory_summary().c_str());
   std::fprintf(stderr, "%s\n", core->kv_capacity().summary.c_str());
@@ -52,6 +57,7 @@ int run_batch(LoadedModel& m, const EngineConfig& config, const std::string& inp
   std::condition_variable cv;
   size_t pending = 0;
   int64_t generated = 0, prompt_tokens = 0;
+  std::string engine_error;  // the engine failed (every request then ends with it)
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < lines.size(); ++i) {
     try {
@@ -82,6 +88,8 @@ int run_batch(LoadedModel& m, const EngineConfig& config, const std::string& inp
         if (o.finished) {
           c.finish_reason = o.finish_reason;
           c.stop_reason = o.stop_reason;
+          c.error = o.error;
+          if (o.engine_failed && engine_error.empty()) engine_error = o.error;
           if (--pending == 0) cv.notify_all();
         }
       });
@@ -111,6 +119,7 @@ int run_batch(LoadedModel& m, const EngineConfig& config, const std::string& inp
       for (const Completion& c : r.completions) {
         json o = {{"text", c.text}, {"token_ids", c.token_ids}, {"finish_reason", c.finish_reason}};
         if (c.stop_reason) o["stop_reason"] = *c.stop_reason;
+        if (!c.error.empty()) o["error"] = c.error;
         if (!c.logprobs.empty()) o["logprobs"] = c.logprobs;
         outs.push_back(std::move(o));
       }
@@ -127,6 +136,10 @@ int run_batch(LoadedModel& m, const EngineConfig& config, const std::string& inp
                lines.size(), secs, generated / secs, (generated + prompt_tokens) / secs,
                static_cast<long long>(prompt_tokens), static_cast<long long>(generated),
                errors ? (", " + std::to_string(errors) + " lines rejected").c_str() : "");
+  if (!engine_error.empty()) {
+    std::fprintf(stderr, "error: %s\n", engine_error.c_str());
+    return 1;
+  }
   return errors ? 1 : 0;
 }
 

@@ -2,6 +2,8 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "runtime/node_group.h"
+
 namespace vllm::cli {
 
 void add_generate(CLI::App& app);
@@ -19,6 +21,10 @@ void add_dtype_option(CLI::App& cmd, std::string& dtype);
 void add_quantization_option(CLI::App& cmd, std::string& quantization);
 // --kv-cache-dtype (DecoderModel::set_kv_cache_dtype: auto, fp8, fp8_e4m3), with its help.
 void add_kv_cache_dtype_option(CLI::App& cmd, std::string& kv_cache_dtype);
+
+// --nnodes, --node-rank, --master-addr, --master-port (tensor parallel across processes;
+// runtime/node_group.h), as torchrun spells them.
+void add_node_group_options(CLI::App& cmd, NodeGroupConfig& nodes);
 
 // Runs fn, turning vllm::Error and std::exception into "error: ..." on stderr and exit 1.
 int run_guarded(const std::function<int()>& fn);

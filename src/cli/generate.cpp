@@ -5,6 +5,7 @@
 
 #include "cli/batch.h"
 #include "cli/commands.h"
+#include "engine/remote_ranks.h"
 #include "model/generator.h"
 #include "model/load.h"
 #include "runtime/device.h"
@@ -51,6 +52,7 @@ struct GenerateArgs {
   bool enforce_eager = false;
   bool no_prefix_caching = false;
   int tensor_parallel_size = 1;  // batch mode
+  NodeGroupConfig nodes;          // batch mode, across processes
 };
 
 }  // namespace
@@ -88,6 +90,20 @@ void add_kv_cache_dtype_option(CLI::App& cmd, std::string& kv_cache_dtype) {
       ->capture_default_str();
 }
 
+void add_node_group_options(CLI::App& cmd, NodeGroupConfig& nodes) {
+  cmd.add_option("--nnodes", nodes.nnodes,
+                 "Processes (hosts) the --tensor-parallel-size ranks are spread over, evenly; "
+                 "start the same command on each with its --node-rank")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  cmd.add_option("--node-rank", nodes.node_rank,
+                 "This process's node: 0 serves and schedules, the others run its steps")
+      ->check(CLI::Range(0, 63))->capture_default_str();
+  cmd.add_option("--master-addr", nodes.master_addr, "Where node 0 listens for the other nodes")
+      ->capture_default_str();
+  cmd.add_option("--master-port", nodes.master_port, "Port node 0 listens on for the others")
+      ->check(CLI::Range(1, 65535))->capture_default_str();
+}
+
 int64_t parse_bytes(const std::string& s) {
   size_t used = 0;
   double v = 0;
@@ -122,10 +138,17 @@ int run_generate(const GenerateArgs& a) {
   const int served = a.input.empty() ? a.max_model_len : a.engine.max_model_len;
   if (a.tensor_parallel_size != 1 && a.input.empty())
     throw Error("--tensor-parallel-size runs in batch mode (--input/--output) and in serve");
+  std::unique_ptr<NodeGroup> group;
+  if (a.nodes.nnodes > 1)
+    group = std::make_unique<NodeGroup>(
+        a.nodes, a.tensor_parallel_size,
+        node_settings({path, device, parse_dtype(a.dtype), a.quantization, a.kv_cache_dtype,
+                       a.enforce_eager, served}));
   LoadedModel m = load_model(path, {}, device, served, a.tensor_parallel_size,
-                             parse_dtype(a.dtype), a.quantization);
+                             parse_dtype(a.dtype), a.quantization, group.get());
   m.set_enforce_eager(a.enforce_eager);
   m.set_kv_cache_dtype(a.kv_cache_dtype);
+  if (group && !group->head()) return run_worker_node(*group, m.ranks());
   if (!a.input.empty() || !a.output.empty()) {
     if (a.input.empty() || a.output.empty()) throw Error("--input and --output go together");
     EngineConfig config = a.engine;
@@ -133,7 +156,7 @@ int run_generate(const GenerateArgs& a) {
     else if (device.kind == DeviceKind::Cuda) config.gpu_memory_utilization = a.gpu_memory_utilization;
     config.enable_prefix_caching = !a.no_prefix_caching;
     if (a.seed >= 0) config.seed = static_cast<uint64_t>(a.seed);
-    return run_batch(m, config, a.input, a.output);
+    return run_batch(m, config, a.input, a.output, group.get());
   }
   if (!m.tokenizer) throw Error(path + ": no tokenizer found");
   std::string prompt;
@@ -212,6 +235,7 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--tensor-parallel-size", args->tensor_parallel_size,
                   "Batch mode: ranks the model is split over, as serve's")
       ->check(CLI::Range(1, 64));
+  add_node_group_options(*cmd, args->nodes);  // node 0 reads --input and writes --output
   add_cpu_order_option(*cmd, args->cpu_order);
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
                   "CUDA, batch mode: fraction of GPU memory to use when --kv-cache-memory is not "

@@ -162,6 +162,7 @@ void add_serve(CLI::App& app) {
                   "Ranks the model is split over (Megatron-style): on the CPU each rank is a "
                   "thread with its share of the cores; on CUDA rank r uses GPU --device's "
                   "index + r, over NCCL");
+  add_node_group_options(*cmd, c.nodes);  // node 0 serves HTTP; the others only its steps
   cmd->add_option("--log-level", a->log_level, "debug, info, warning, error, critical")->capture_default_str();
   cmd->add_option("--threads,-t", a->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
   cmd->add_option_function<std::string>("--scheduling-policy", [a](const std::string& v) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <thread>
 
+#include "engine/remote_ranks.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "tokenizer/stop_strings.h"
@@ -126,69 +127,80 @@ void on_every_rank(const std::vector<const DecoderModel*>& ranks,
 }
 
 // The config with max_model_len and, on a GPU, the KV budget filled in; `memory` receives a line
-// on how the GPU budget was split. Tensor-parallel ranks each profile their own GPU, and every
-// rank's cache gets the smallest rank's budget (the ranks hold the same blocks).
+// on how the GPU budget was split. With other nodes, they profile their ranks at the same time
+// and the tightest rank of all sets the budget.
 EngineConfig resolved(EngineConfig c, const std::vector<const DecoderModel*>& ranks,
-                      std::string& memory) {
+                      RemoteRanks* remote, std::string& memory) {
   const DecoderModel& model = *ranks.at(0);
   if (c.max_model_len <= 0) c.max_model_len = model.config().max_position_embeddings;
   if (model.device().kind == DeviceKind::Cuda && c.gpu_memory_utilization > 0) {
-    // vLLM's profile run: dummy steps at the token budget and at every decode-graph bucket
-    // measure what a step takes; the KV cache gets the rest. The pool's rounding is not in the
-    // measured peak, hence the tenth on top.
-    std::vector<DecoderModel::StepMemory> steps(ranks.size());
-    on_every_rank(ranks, [&](size_t r) {
-      backend_for(ranks[r]->device()).make_current();
-      steps[r] = ranks[r]->profile_step_memory(c.max_num_batched_tokens, 2 * c.max_num_seqs,
-                                               c.max_model_len, c.block_size);
-    });
-    const auto mib = [](int64_t b) { return std::to_string(b >> 20) + " MiB"; };
-    int64_t budget = 0;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      const DecoderModel::StepMemory& step = steps[r];
-      const DeviceInfo info = cuda_device_info(ranks[r]->device().index);
-      const int64_t used = int64_t(info.total_bytes) - int64_t(info.free_bytes);
-      const int64_t reserve = step.activation_bytes + step.activation_bytes / 10 +
-                              step.graph_arena_bytes;
-      const int64_t mine =
-          static_cast<int64_t>(c.gpu_memory_utilization * double(info.total_bytes)) - used -
-          reserve;
-      if (r == 0 || mine < budget) {
-        budget = mine;
-        memory = "GPU memory" +
-                 (ranks.size() > 1 ? " (" + ranks[r]->device().str() + ", the tightest rank)"
-                                   : std::string()) +
-                 ": " + mib(used) + " of " + mib(int64_t(info.total_bytes)) +
-                 " in use after loading; a step at " + std::to_string(c.max_num_batched_tokens) +
-                 " tokens peaked at " + mib(step.activation_bytes) + " of activations and the " +
-                 "decode graphs need an arena of " + mib(step.graph_arena_bytes) +
-                 " (both measured by dummy steps)";
-      }
-    }
-    if (budget <= 0)
+    if (remote) remote->begin_profile(c);
+    KvBudget budget = profile_kv_budget(c, ranks);
+    if (remote)
+      for (KvBudget& b : remote->end_profile())
+        if (b.bytes < budget.bytes) budget = std::move(b);
+    memory = budget.memory;
+    if (budget.bytes <= 0)
       throw Error("--gpu-memory-utilization " + std::to_string(c.gpu_memory_utilization) +
                   " leaves no room for a KV cache. " + memory);
-    c.kv_cache_memory = budget;
-    memory += "; the KV cache gets " + mib(budget);
+    c.kv_cache_memory = budget.bytes;
+    memory += "; the KV cache gets " + std::to_string(budget.bytes >> 20) + " MiB";
   }
   return c;
 }
 
 }  // namespace
 
+KvBudget profile_kv_budget(const EngineConfig& c, const std::vector<const DecoderModel*>& ranks) {
+  // vLLM's profile run: dummy steps at the token budget and at every decode-graph bucket
+  // measure what a step takes; the KV cache gets the rest. The pool's rounding is not in the
+  // measured peak, hence the tenth on top.
+  std::vector<DecoderModel::StepMemory> steps(ranks.size());
+  on_every_rank(ranks, [&](size_t r) {
+    backend_for(ranks[r]->device()).make_current();
+    steps[r] = ranks[r]->profile_step_memory(c.max_num_batched_tokens, 2 * c.max_num_seqs,
+                                             c.max_model_len, c.block_size);
+  });
+  const auto mib = [](int64_t b) { return std::to_string(b >> 20) + " MiB"; };
+  KvBudget budget;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const DecoderModel::StepMemory& step = steps[r];
+    const DeviceInfo info = cuda_device_info(ranks[r]->device().index);
+    const int64_t used = int64_t(info.total_bytes) - int64_t(info.free_bytes);
+    const int64_t reserve = step.activation_bytes + step.activation_bytes / 10 +
+                            step.graph_arena_bytes;
+    const int64_t mine =
+        static_cast<int64_t>(c.gpu_memory_utilization * double(info.total_bytes)) - used -
+        reserve;
+    if (r == 0 || mine < budget.bytes) {
+      budget.bytes = mine;
+      budget.memory =
+          "GPU memory" +
+          (ranks.size() > 1 ? " (" + ranks[r]->device().str() + ", the tightest rank)"
+                            : std::string()) +
+          ": " + mib(used) + " of " + mib(int64_t(info.total_bytes)) +
+          " in use after loading; a step at " + std::to_string(c.max_num_batched_tokens) +
+          " tokens peaked at " + mib(step.activation_bytes) + " of activations and the " +
+          "decode graphs need an arena of " + mib(step.graph_arena_bytes) +
+          " (both measured by dummy steps)";
+    }
+  }
+  return budget;
+}
+
 EngineCore::EngineCore(const DecoderModel& model, const Tokenizer* tokenizer, EngineConfig config)
     : EngineCore(std::vector<const DecoderModel*>{&model}, tokenizer, std::move(config)) {}
 
 EngineCore::EngineCore(std::vector<const DecoderModel*> ranks, const Tokenizer* tokenizer,
-                       EngineConfig config)
+                       EngineConfig config, RemoteRanks* remote)
     : model_(*ranks.at(0)),
       tokenizer_(tokenizer),
-      config_(resolved(config, ranks, memory_summary_)),
+      config_(resolved(config, ranks, remote, memory_summary_)),
       scheduler_(scheduler_config(config_), kv_config(model_, config_)),
       next_seed_(config_.seed) {
   runner_ = std::make_unique<Executor>(std::move(ranks),
                                        scheduler_.kv_cache_manager().config().num_blocks,
-                                       config_.block_size);
+                                       config_.block_size, remote);
 }
 
 EngineCore::~EngineCore() = default;

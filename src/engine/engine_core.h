@@ -56,13 +56,22 @@ struct RequestOutput {
   int num_cached_tokens = 0;
 };
 
+// On a GPU: the KV cache budget of the tightest of `ranks` (a profile run of all of them at
+// once, as vLLM's), with a line on how the memory was split.
+struct KvBudget {
+  int64_t bytes = 0;
+  std::string memory;
+};
+KvBudget profile_kv_budget(const EngineConfig& c, const std::vector<const DecoderModel*>& ranks);
+
 class EngineCore {
  public:
   EngineCore(const DecoderModel& model, const Tokenizer* tokenizer, EngineConfig config);
   // Tensor parallel: one shard per rank, rank 0 first (see Executor). The KV cache budget is
-  // per rank; every rank holds the same blocks with its share of the KV heads.
+  // per rank; every rank holds the same blocks with its share of the KV heads. `remote`: the
+  // ranks of the other nodes when the group spans processes (engine/remote_ranks.h).
   EngineCore(std::vector<const DecoderModel*> ranks, const Tokenizer* tokenizer,
-             EngineConfig config);
+             EngineConfig config, RemoteRanks* remote = nullptr);
   ~EngineCore();
 
   // Queues a request; throws vllm::Error with a user-facing message for invalid input

@@ -1,7 +1,9 @@
 #include "engine/executor.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "engine/remote_ranks.h"
 #include "runtime/backend.h"
 #include "util/check.h"
 
@@ -19,7 +21,9 @@ struct Executor::Worker {
   std::thread thread;
 };
 
-Executor::Executor(std::vector<const DecoderModel*> ranks, int num_blocks, int block_size) {
+Executor::Executor(std::vector<const DecoderModel*> ranks, int num_blocks, int block_size,
+                   RemoteRanks* remote)
+    : remote_(remote) {
   VLLM_CHECK(!ranks.empty(), "an executor needs a model");
   for (const DecoderModel* m : ranks) {
     backend_for(m->device()).make_current();  // the rank's KV cache goes to its GPU
@@ -27,6 +31,7 @@ Executor::Executor(std::vector<const DecoderModel*> ranks, int num_blocks, int b
     if (m->communicator()) comms_.push_back(m->communicator());
     runners_.push_back(std::make_unique<ModelRunner>(*m, num_blocks, block_size));
   }
+  if (remote_) remote_->start(num_blocks, block_size);
   if (ranks.size() == 1) return;
   // The cores are shared out among the ranks; each rank's kernels run on its own pool.
   const int threads = std::max(1, cpu_pool().num_threads() / static_cast<int>(ranks.size()));
@@ -82,10 +87,12 @@ void Executor::work(Worker& w, int rank) {
 
 void Executor::add_request(const std::string& id, const RunnerRequest& request) {
   for (auto& r : runners_) r->add_request(id, request);
+  if (remote_) remote_->add_request(id, request);
 }
 
 void Executor::remove_request(const std::string& id) {
   for (auto& r : runners_) r->remove_request(id);
+  if (remote_) remote_->remove_request(id);
 }
 
 std::unordered_map<std::string, StepSample> Executor::execute(
@@ -93,8 +100,9 @@ std::unordered_map<std::string, StepSample> Executor::execute(
   // The engine thread is not the one that loaded the model: with the model on cuda:1, or with
   // several GPUs, its current device has to be set.
   backend_for(devices_[0]).make_current();
-  if (workers_.empty()) return runners_[0]->execute(out, cancelled);
+  if (comms_.empty()) return runners_[0]->execute(out, cancelled);
   if (group_error_) std::rethrow_exception(group_error_);
+  if (remote_) remote_->begin_step(out);
   for (auto& w : workers_) {
     {
       std::lock_guard lock(w->mutex);
@@ -106,7 +114,8 @@ std::unordered_map<std::string, StepSample> Executor::execute(
   std::vector<std::exception_ptr> errors(runners_.size());
   std::unordered_map<std::string, StepSample> samples;
   {
-    ScopedCpuPool scoped(*pool_);
+    std::optional<ScopedCpuPool> scoped;
+    if (pool_) scoped.emplace(*pool_);
     try {
       samples = runners_[0]->execute(out);
     } catch (...) {
@@ -119,6 +128,7 @@ std::unordered_map<std::string, StepSample> Executor::execute(
     w.cv.wait(lock, [&] { return w.done == w.step; });
     errors[r] = w.error;
   }
+  if (remote_) errors.push_back(remote_->end_step());
   // The rank that failed, not the ranks its abort stopped; the group cannot run again.
   for (auto& e : errors)
     if (e && !is_collective_abort(e) && !group_error_) group_error_ = e;
@@ -134,6 +144,9 @@ std::exception_ptr Executor::failed(int rank) {
   std::exception_ptr e = std::current_exception();
   if (is_collective_abort(e)) return e;
   for (Communicator* c : comms_) c->abort();
+  if (remote_) remote_->abort();
+  // The rank in the whole group (this process may hold ranks of another node).
+  if (!comms_.empty()) rank = comms_[size_t(rank)]->rank();
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& x) {

@@ -3,7 +3,8 @@
 // worker thread of its own, each with its own CPU thread pool (and, on CUDA, its own GPU, made
 // the thread's current device at every step), so the ranks meet only in their collectives.
 // The ranks see whole logits (gathered) and the same seeds, so they sample the same tokens;
-// rank 0's samples are the step's. With one rank it is that rank's runner.
+// rank 0's samples are the step's. With one rank it is that rank's runner. When the group spans
+// processes, `remote` (engine/remote_ranks.h) hands the same calls to the other nodes' ranks.
 #pragma once
 #include <condition_variable>
 #include <exception>
@@ -17,10 +18,14 @@
 
 namespace vllm {
 
+class RemoteRanks;
+
 class Executor {
  public:
-  // `ranks`: one shard per rank (rank 0 first), each with a communicator of ranks.size().
-  Executor(std::vector<const DecoderModel*> ranks, int num_blocks, int block_size);
+  // `ranks`: this process's shards (rank 0 first on node 0), each with a communicator of the
+  // whole group; `remote`: the other nodes' ranks, if any.
+  Executor(std::vector<const DecoderModel*> ranks, int num_blocks, int block_size,
+           RemoteRanks* remote = nullptr);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -46,6 +51,7 @@ class Executor {
   std::vector<Communicator*> comms_;  // each rank's, with more than one rank
   std::unique_ptr<ThreadPool> pool_;  // rank 0's, with more than one rank
   std::vector<std::unique_ptr<Worker>> workers_;  // ranks 1..
+  RemoteRanks* remote_ = nullptr;
   std::exception_ptr group_error_;  // a rank failed: the group is aborted for good
 };
 

@@ -11,6 +11,7 @@
 #include "model/quantization.h"
 #include "model/tensor_parallel.h"
 #include "runtime/device.h"
+#include "runtime/node_group.h"
 #include "util/check.h"
 
 namespace vllm {
@@ -42,42 +43,58 @@ GgufVocab vocab_from_gguf(const GgufFile& g) {
   return v;
 }
 
-// The decoder of `config`, as one model or as tensor-parallel shards.
+// The decoder of `config`, as one model or as tensor-parallel shards (with a node group, this
+// node's shards only).
 void build_ranks(LoadedModel& out, ModelConfig config, const WeightSource& weights,
-                 const DecoderModel::Progress& on_layer, Device device, int tp) {
+                 const DecoderModel::Progress& on_layer, Device device, int tp,
+                 NodeGroup* group) {
   if (tp < 1) throw Error("--tensor-parallel-size must be at least 1, got " + std::to_string(tp));
+  if (group && group->nnodes() > 1 && group->tensor_parallel_size() != tp)
+    throw Error("the node group has " + std::to_string(group->tensor_parallel_size()) +
+                " ranks, the model is split " + std::to_string(tp) + " ways");
+  if (group && group->nnodes() == 1) group = nullptr;
   if (tp == 1) {
     out.model = std::make_unique<DecoderModel>(std::move(config), weights, on_layer, device);
     return;
   }
-  // On CUDA rank r runs on GPU device.index + r, its collectives over NCCL; on the CPU the
-  // ranks are threads sharing the cores.
+  const int local = group ? group->ranks_per_node() : tp;
+  const int first = group ? group->first_rank() : 0;
+  // On CUDA this process's rank j runs on GPU device.index + j, its collectives over NCCL; on
+  // the CPU the ranks are threads sharing the cores.
   std::vector<int> gpus;
   if (device.kind == DeviceKind::Cuda) {
     const int count = cuda_device_count() * cuda_backends_per_gpu();
-    if (device.index + tp > count)
-      throw Error("--tensor-parallel-size " + std::to_string(tp) + " on " + device.str() +
-                  " needs GPUs " + device.str() + " to cuda:" +
-                  std::to_string(device.index + tp - 1) + ", but " + std::to_string(count) +
-                  " CUDA device(s) are present");
-    for (int r = 0; r < tp; ++r) gpus.push_back(device.index + r);
+    if (device.index + local > count)
+      throw Error("--tensor-parallel-size " + std::to_string(tp) +
+                  (group ? " over --nnodes " + std::to_string(group->nnodes()) : std::string()) +
+                  " on " + device.str() + " needs GPUs " + device.str() + " to cuda:" +
+                  std::to_string(device.index + local - 1) + " on this node, but " +
+                  std::to_string(count) + " CUDA device(s) are present");
+    for (int j = 0; j < local; ++j) gpus.push_back(device.index + j);
   }
   (void)shard_config(config, {0, tp});  // a size that does not split is refused before NCCL starts
   // NCCL needs a GPU of its own for each rank; ranks on backends that share GPUs (tests:
   // set_cuda_backends_per_gpu) are joined through the host.
   const bool own_gpus = std::all_of(gpus.begin(), gpus.end(),
                                     [](int g) { return cuda_physical_device(g) == g; });
-  auto comms = gpus.empty() || !own_gpus ? make_thread_communicators(tp)
-                                         : make_nccl_communicators(gpus);
-  for (int r = 0; r < tp; ++r) {
-    const TpRank rank{r, tp};
-    const Device rank_device = gpus.empty() ? device : Device{DeviceKind::Cuda, gpus[size_t(r)]};
+  std::vector<std::shared_ptr<Communicator>> comms;
+  if (group) {
+    if (!own_gpus) throw Error("tensor parallel across nodes needs a GPU of its own per rank");
+    comms = group->communicators(gpus);
+  } else {
+    comms = gpus.empty() || !own_gpus ? make_thread_communicators(tp)
+                                      : make_nccl_communicators(gpus);
+  }
+  for (int j = 0; j < local; ++j) {
+    const TpRank rank{first + j, tp};
+    const Device rank_device = gpus.empty() ? device : Device{DeviceKind::Cuda, gpus[size_t(j)]};
     auto source = make_shard_source(weights, config, rank);
     DecoderModel::Progress progress;
-    if (on_layer) progress = [&](int done, int total) { on_layer(r * total + done, tp * total); };
+    if (on_layer)
+      progress = [&](int done, int total) { on_layer(j * total + done, local * total); };
     auto m = std::make_unique<DecoderModel>(shard_config(config, rank), *source, progress,
-                                            rank_device, comms[size_t(r)]);
-    if (r == 0) out.model = std::move(m);
+                                            rank_device, comms[size_t(j)]);
+    if (j == 0) out.model = std::move(m);
     else out.other_ranks.push_back(std::move(m));
   }
 }
@@ -124,7 +141,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
 
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer,
                        Device device, int max_model_len, int tensor_parallel_size,
-                       std::optional<DType> dtype, const std::string& quantization) {
+                       std::optional<DType> dtype, const std::string& quantization,
+                       NodeGroup* group) {
   LoadedModel out;
   out.path = path;
   const fs::path p(path);
@@ -144,7 +162,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
     const QuantConfig quant = parse_quant_config(hf, quantization);
     auto weights = make_quantized_source(SafetensorsModel::open(path), quant);
     out.weights = quant.describe();
-    build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size);
+    build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size, group);
     if (fs::exists(p / "tokenizer.json")) out.tokenizer = Tokenizer::from_dir(path);
     return out;
   }
@@ -158,7 +176,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
   out.tokenizer = Tokenizer::from_gguf_vocab(vocab_from_gguf(*gguf));
   auto weights = make_gguf_source(gguf, config);
   out.weights = "GGUF types as stored";
-  build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size);
+  build_ranks(out, std::move(config), *weights, on_layer, device, tensor_parallel_size, group);
   return out;
 }
 

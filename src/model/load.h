@@ -10,10 +10,13 @@
 
 namespace vllm {
 
+class NodeGroup;
+
 struct LoadedModel {
   std::string path;
-  std::unique_ptr<DecoderModel> model;  // rank 0's shard under tensor parallelism
-  std::vector<std::unique_ptr<DecoderModel>> other_ranks;  // ranks 1.. (tensor parallel)
+  // Under tensor parallelism: rank 0's shard (with a node group, this node's first rank's).
+  std::unique_ptr<DecoderModel> model;
+  std::vector<std::unique_ptr<DecoderModel>> other_ranks;  // the node's other ranks
   std::unique_ptr<Tokenizer> tokenizer;
   std::string weights;  // how the weights were read, e.g. "fp8 checkpoint, 128x128 block scales"
   const ModelConfig& config() const { return model->config(); }
@@ -31,11 +34,13 @@ struct LoadedModel {
 // reading only its slices; on the CPU the ranks are joined by thread communicators, on CUDA
 // rank r runs on GPU device.index + r and they are joined over NCCL. dtype: --dtype
 // (ModelConfig::dtype; see parse_dtype). quantization: --quantization ("", "none" or "fp8";
-// model/quantization.h), for Hugging Face directories only.
+// model/quantization.h), for Hugging Face directories only. group: a tensor-parallel group
+// spanning processes (runtime/node_group.h): only this node's shards are loaded, rank j of the
+// node on GPU device.index + j, joined by the group's communicators.
 LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on_layer = {},
                        Device device = kCpu, int max_model_len = 0,
                        int tensor_parallel_size = 1, std::optional<DType> dtype = std::nullopt,
-                       const std::string& quantization = {});
+                       const std::string& quantization = {}, NodeGroup* group = nullptr);
 // --dtype as vLLM spells it: "auto" (unset), "bfloat16", "float16" or "half", "float32" or
 // "float". Throws on anything else, naming the choices.
 std::optional<DType> parse_dtype(const std::string& name);

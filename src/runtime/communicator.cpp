@@ -56,21 +56,14 @@ struct Shared {
   AbortableBarrier sync;
 };
 
-class ThreadCommunicator final : public Communicator {
+class ThreadCommunicator final : public HostCommunicator {
  public:
   ThreadCommunicator(std::shared_ptr<Shared> shared, int rank)
       : shared_(std::move(shared)), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return shared_->size; }
 
-  void all_reduce_sum(Tensor& x) override {
-    if (x.device().kind != DeviceKind::Cpu) {  // through the host
-      Tensor h = x.to(kCpu);
-      all_reduce_sum(h);
-      backend_for(x.device()).copy(x.raw(), x.device(), h.raw(), kCpu, size_t(h.nbytes()));
-      return;
-    }
-    check_host_f32(x);
+  void host_all_reduce_sum(Tensor& x) override {
     Shared& s = *shared_;
     const int64_t n = x.numel();
     if (rank_ == 0) s.result.resize(size_t(n));  // nobody reads it before the barrier
@@ -88,18 +81,7 @@ class ThreadCommunicator final : public Communicator {
     s.sync.arrive_and_wait();
   }
 
-  void all_gather_columns(const Tensor& x, Tensor& out) override {
-    if (out.device().kind != DeviceKind::Cpu) {  // through the host
-      VLLM_CHECK(out.is_contiguous(), "all_gather_columns: out must be contiguous");
-      Tensor h = Tensor::empty(out.shape(), DType::F32);
-      all_gather_columns(x.to(kCpu), h);
-      backend_for(out.device()).copy(out.raw(), out.device(), h.raw(), kCpu, size_t(h.nbytes()));
-      return;
-    }
-    check_host_f32(x);
-    check_host_f32(out);
-    VLLM_CHECK(x.ndim() == 2 && out.ndim() == 2 && out.size(0) == x.size(0),
-               "all_gather_columns: x ", x.shape_str(), ", out ", out.shape_str());
+  void host_all_gather_columns(const Tensor& x, Tensor& out) override {
     Shared& s = *shared_;
     s.inputs[size_t(rank_)] = x.data<float>();
     s.columns[size_t(rank_)] = x.size(1);
@@ -124,17 +106,43 @@ class ThreadCommunicator final : public Communicator {
   void abort() override { shared_->sync.abort(); }
 
  private:
-  static void check_host_f32(const Tensor& t) {
-    VLLM_CHECK(t.device() == kCpu && t.dtype() == DType::F32 && t.is_contiguous(),
-               "thread communicator: host f32 contiguous tensors only, got ",
-               dtype_name(t.dtype()), " ", t.shape_str(), " on ", t.device().str());
-  }
-
   std::shared_ptr<Shared> shared_;
   int rank_;
 };
 
 }  // namespace
+
+void HostCommunicator::all_reduce_sum(Tensor& x) {
+  if (x.device().kind != DeviceKind::Cpu) {  // through the host
+    Tensor h = x.to(kCpu);
+    host_all_reduce_sum(h);
+    backend_for(x.device()).copy(x.raw(), x.device(), h.raw(), kCpu, size_t(h.nbytes()));
+    return;
+  }
+  check_host_f32(x);
+  host_all_reduce_sum(x);
+}
+
+void HostCommunicator::all_gather_columns(const Tensor& x, Tensor& out) {
+  if (out.device().kind != DeviceKind::Cpu) {  // through the host
+    VLLM_CHECK(out.is_contiguous(), "all_gather_columns: out must be contiguous");
+    Tensor h = Tensor::empty(out.shape(), DType::F32);
+    all_gather_columns(x.to(kCpu), h);
+    backend_for(out.device()).copy(out.raw(), out.device(), h.raw(), kCpu, size_t(h.nbytes()));
+    return;
+  }
+  check_host_f32(x);
+  check_host_f32(out);
+  VLLM_CHECK(x.ndim() == 2 && out.ndim() == 2 && out.size(0) == x.size(0),
+             "all_gather_columns: x ", x.shape_str(), ", out ", out.shape_str());
+  host_all_gather_columns(x, out);
+}
+
+void HostCommunicator::check_host_f32(const Tensor& t) {
+  VLLM_CHECK(t.device() == kCpu && t.dtype() == DType::F32 && t.is_contiguous(),
+             "host communicator: f32 contiguous tensors only, got ", dtype_name(t.dtype()), " ",
+             t.shape_str(), " on ", t.device().str());
+}
 
 bool is_collective_abort(const std::exception_ptr& e) {
   try {

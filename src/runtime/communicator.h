@@ -8,6 +8,7 @@
 
 #include "runtime/tensor.h"
 #include "util/check.h"
+#include "util/net.h"
 
 namespace vllm {
 
@@ -29,6 +30,20 @@ class Communicator {
   virtual bool capturable() const { return false; }
 };
 
+// A communicator whose collectives work on host memory: tensors on a GPU are copied through
+// the host (so not capturable). Subclasses get host f32 contiguous tensors, x and out of
+// all_gather_columns with the same rows.
+class HostCommunicator : public Communicator {
+ public:
+  void all_reduce_sum(Tensor& x) final;
+  void all_gather_columns(const Tensor& x, Tensor& out) final;
+
+ protected:
+  virtual void host_all_reduce_sum(Tensor& x) = 0;
+  virtual void host_all_gather_columns(const Tensor& x, Tensor& out) = 0;
+  static void check_host_f32(const Tensor& t);
+};
+
 // The error of a collective in an aborted group (Communicator::abort).
 class CollectiveAborted : public Error {
  public:
@@ -43,11 +58,28 @@ bool is_collective_abort(const std::exception_ptr& e);
 // through the host, so not capturable).
 std::vector<std::shared_ptr<Communicator>> make_thread_communicators(int size);
 
+// The communicator of rank `rank` of `size` ranks in different processes (tensor parallel
+// across nodes, on the CPU), over TCP: rank 0 receives every rank's values, adds them in rank
+// order or places their columns, and sends the result back, so the bits are the thread
+// communicators'. `peers`: on rank 0 the connections of ranks 1..size-1 in rank order, on
+// another rank its connection to rank 0. A lost connection throws CollectiveAborted (the
+// failure itself reaches the executor from the failing node); abort() shuts the sockets.
+std::shared_ptr<Communicator> make_socket_communicator(int rank, int size,
+                                                       std::vector<net::Socket> peers);
+
 // The communicators of this process's GPUs cuda:devices[0..n), over NCCL: element i is rank i,
 // its collectives on that device's compute stream, for f32 tensors on that device. NCCL's
 // reductions give every rank the same bits, in its own order (not rank order). all_gather_columns
 // needs the ranks' widths to be the even split of out's columns (the first out.size(1) % size
 // ranks one more, as model/tensor_parallel.h share_of). Throws when there is no CUDA or no NCCL.
 std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>& devices);
+
+// NCCL across processes: one process makes the group's id (nccl_unique_id, 128 bytes) and
+// hands it to the others (runtime/node_group.h); each joins its GPUs cuda:devices[j] as ranks
+// first_rank + j of world_size. Same collectives as above.
+std::string nccl_unique_id();
+std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(
+    const std::vector<int>& devices, int first_rank, int world_size,
+    const std::string& unique_id);
 
 }  // namespace vllm

@@ -26,6 +26,7 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/remote_ranks.h"
 #include "model/bert.h"
 #include "model/load.h"
 #include "server/api_error.h"
@@ -561,6 +562,18 @@ int run_server(ServerConfig config) {
     return serve(ctx, signals);
   }
   const auto t0 = std::chrono::steady_clock::now();
+  // Tensor parallel across processes: node 0 serves; the others run its steps on their ranks.
+  std::unique_ptr<NodeGroup> group;
+  if (cfg.nodes.nnodes > 1) {
+    log_info("tensor-parallel node " + std::to_string(cfg.nodes.node_rank) + " of " +
+             std::to_string(cfg.nodes.nnodes) + ": " +
+             (cfg.nodes.node_rank == 0 ? "waiting for the other nodes on " : "joining ") +
+             cfg.nodes.master_addr + ":" + std::to_string(cfg.nodes.master_port));
+    group = std::make_unique<NodeGroup>(
+        cfg.nodes, cfg.tensor_parallel_size,
+        node_settings({cfg.model_path, cfg.device, cfg.dtype, cfg.quantization,
+                       cfg.kv_cache_dtype, cfg.enforce_eager, cfg.engine.max_model_len}));
+  }
   // A progress bar on a terminal; log files get only the summary line below.
   const bool tty = isatty(STDERR_FILENO);
   LoadedModel model = load_model(cfg.model_path, [tty](int done, int total) {
@@ -572,12 +585,16 @@ int run_server(ServerConfig config) {
                  total, done == total ? "\n" : "");
     std::fflush(stderr);
   }, cfg.device, cfg.engine.max_model_len, cfg.tensor_parallel_size, cfg.dtype,
-     cfg.quantization);
-  if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
+     cfg.quantization, group.get());
   model.set_enforce_eager(cfg.enforce_eager);
   model.set_kv_cache_dtype(cfg.kv_cache_dtype);
+  if (group && !group->head()) return run_worker_node(*group, model.ranks());
+  if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto core = std::make_unique<EngineCore>(model.ranks(), model.tokenizer.get(), cfg.engine);
+  std::unique_ptr<RemoteRanks> remote;
+  if (group) remote = std::make_unique<RemoteRanks>(*group, model.ranks());
+  auto core = std::make_unique<EngineCore>(model.ranks(), model.tokenizer.get(), cfg.engine,
+                                           remote.get());
   char line[320];
   std::snprintf(line, sizeof line,
                 "model loaded in %.2f s on %s: %s, vocab %d, max_model_len %d, weights %s, "

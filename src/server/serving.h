@@ -11,6 +11,7 @@
 #include "engine/async_engine.h"
 #include "runtime/dtype.h"
 #include "engine/pooling_engine.h"
+#include "runtime/node_group.h"
 #include "server/metrics.h"
 #include "server/response_store.h"
 #include "structured/compiler.h"
@@ -41,6 +42,7 @@ struct ServerConfig {
   std::string quantization;                   // --quantization ("", none or fp8)
   std::string kv_cache_dtype = "auto";        // --kv-cache-dtype (auto, fp8, fp8_e4m3)
   int tensor_parallel_size = 1;               // ranks, each a thread with its own shard
+  NodeGroupConfig nodes;                      // ranks spread over processes (--nnodes ...)
   std::vector<std::string> served_model_names;  // the first one is the default
   std::string host = "127.0.0.1";
   int port = 8000;

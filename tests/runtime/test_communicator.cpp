@@ -1,5 +1,8 @@
-// The thread communicator's collectives: ranks as threads, each with its own values.
+// The collectives of the host communicators, each test run over both: ranks as threads of one
+// process (make_thread_communicators), and ranks meeting over sockets as processes on different
+// nodes do (make_socket_communicator, here over socket pairs between threads).
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,21 +17,48 @@ using namespace vllm;
 
 namespace {
 
-// Runs fn(rank, communicator) on `size` threads at once.
-template <typename Fn>
-void on_ranks(int size, Fn fn) {
-  auto comms = make_thread_communicators(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { fn(r, *comms[size_t(r)]); });
-  for (auto& t : threads) t.join();
+enum class Kind { kThreads, kSockets };
+
+// The communicators of `size` ranks (a socket group needs two ranks; one rank is a thread group).
+std::vector<std::shared_ptr<Communicator>> make_group(Kind kind, int size) {
+  if (kind == Kind::kThreads || size == 1) return make_thread_communicators(size);
+  std::vector<std::shared_ptr<Communicator>> out(static_cast<size_t>(size));
+  std::vector<net::Socket> hub;
+  for (int r = 1; r < size; ++r) {
+    int fds[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    hub.emplace_back(fds[0]);
+    std::vector<net::Socket> one;
+    one.emplace_back(fds[1]);
+    out[size_t(r)] = make_socket_communicator(r, size, std::move(one));
+  }
+  out[0] = make_socket_communicator(0, size, std::move(hub));
+  return out;
 }
 
+class Collectives : public testing::TestWithParam<Kind> {
+ protected:
+  // Runs fn(rank, communicator) on `size` threads at once.
+  template <typename Fn>
+  void on_ranks(int size, Fn fn) {
+    auto comms = make_group(GetParam(), size);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { fn(r, *comms[size_t(r)]); });
+    for (auto& t : threads) t.join();
+  }
+};
+
 }  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Communicator, Collectives, testing::Values(Kind::kThreads, Kind::kSockets),
+                         [](const testing::TestParamInfo<Kind>& i) {
+                           return i.param == Kind::kThreads ? "Threads" : "Sockets";
+                         });
 
 // Every rank ends with the same sum, added in rank order (0.1f + 1e8f + -1e8f differs by
 // order: in rank order it is 0, any other order could keep the 0.1), over many calls in a row
 // with changing sizes (the shared buffer is reused).
-TEST(ThreadCommunicator, AllReduceSumsInRankOrderOnEveryRank) {
+TEST_P(Collectives, AllReduceSumsInRankOrderOnEveryRank) {
   for (int size : {1, 2, 3, 4}) {
     std::vector<std::vector<float>> results(size_t(size) * 20);
     on_ranks(size, [&](int rank, Communicator& c) {
@@ -60,8 +90,8 @@ TEST(ThreadCommunicator, AllReduceSumsInRankOrderOnEveryRank) {
 
 // abort() from another rank releases a rank waiting in a collective, and the group stays
 // ended: every later collective of any rank throws too.
-TEST(ThreadCommunicator, AbortReleasesAWaitingRankAndEndsTheGroup) {
-  auto comms = make_thread_communicators(3);
+TEST_P(Collectives, AbortReleasesAWaitingRankAndEndsTheGroup) {
+  auto comms = make_group(GetParam(), 3);
   std::atomic<int> released{0};
   std::vector<std::thread> waiting;
   for (int r = 0; r < 2; ++r)
@@ -83,7 +113,7 @@ TEST(ThreadCommunicator, AbortReleasesAWaitingRankAndEndsTheGroup) {
 }
 
 // Uneven column counts land side by side in rank order, on every rank.
-TEST(ThreadCommunicator, AllGatherColumnsPlacesEachRanksColumns) {
+TEST_P(Collectives, AllGatherColumnsPlacesEachRanksColumns) {
   const int size = 3;
   const int64_t M = 5;
   const int64_t cols[size] = {4, 3, 3};
@@ -104,6 +134,22 @@ TEST(ThreadCommunicator, AllGatherColumnsPlacesEachRanksColumns) {
           ASSERT_EQ(got[size_t(r)][size_t(m * 10 + col)], float(src * 100 + m * 10 + j))
               << "rank " << r << " row " << m << " column " << col;
     }
+}
+
+// A rank whose process dies (its connection closes) does not leave the others waiting: rank 0
+// sees the connection end and aborts, which ends rank 1's wait too.
+TEST(SocketCommunicator, ARankThatGoesAwayEndsTheOthersCollectives) {
+  auto comms = make_group(Kind::kSockets, 3);
+  std::vector<std::thread> waiting;
+  for (int r = 0; r < 2; ++r)
+    waiting.emplace_back([&, r] {
+      Tensor x = Tensor::empty({1000}, DType::F32);
+      std::fill_n(x.data<float>(), 1000, 1.0f);
+      EXPECT_THROW(comms[size_t(r)]->all_reduce_sum(x), CollectiveAborted) << "rank " << r;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  comms[2].reset();  // its socket closes, as when the process ends
+  for (auto& t : waiting) t.join();
 }
 
 // NCCL between the GPUs of this process: every GPU a rank on its own thread. The sum of

@@ -5,6 +5,7 @@
 // captured decode graph can hold it; the caller's thread gets the rank's device set first.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <string>
 
 #include "runtime/communicator.h"
@@ -27,6 +28,10 @@ namespace {
 struct Nccl {
 #define VLLM_NCCL_FN(name) decltype(&::name) name = nullptr;
   VLLM_NCCL_FN(ncclCommInitAll)
+  VLLM_NCCL_FN(ncclGetUniqueId)
+  VLLM_NCCL_FN(ncclCommInitRank)
+  VLLM_NCCL_FN(ncclGroupStart)
+  VLLM_NCCL_FN(ncclGroupEnd)
   VLLM_NCCL_FN(ncclCommDestroy)
   VLLM_NCCL_FN(ncclCommAbort)
   VLLM_NCCL_FN(ncclAllReduce)
@@ -42,6 +47,10 @@ const Nccl& nccl() {
     Nccl t;
 #define VLLM_NCCL_BIND(name) lib.bind(t.name, #name);
     VLLM_NCCL_BIND(ncclCommInitAll)
+    VLLM_NCCL_BIND(ncclGetUniqueId)
+    VLLM_NCCL_BIND(ncclCommInitRank)
+    VLLM_NCCL_BIND(ncclGroupStart)
+    VLLM_NCCL_BIND(ncclGroupEnd)
     VLLM_NCCL_BIND(ncclCommDestroy)
     VLLM_NCCL_BIND(ncclCommAbort)
     VLLM_NCCL_BIND(ncclAllReduce)
@@ -147,9 +156,53 @@ std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::ve
   return out;
 }
 
+std::string nccl_unique_id() {
+  ncclUniqueId id;
+  check(nccl().ncclGetUniqueId(&id), "ncclGetUniqueId");
+  return std::string(id.internal, sizeof id.internal);
+}
+
+std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(
+    const std::vector<int>& devices, int first_rank, int world_size,
+    const std::string& unique_id) {
+  const int n = static_cast<int>(devices.size());
+  VLLM_CHECK(n > 0 && first_rank >= 0 && first_rank + n <= world_size,
+             "make_nccl_communicators: ranks ", first_rank, "..", first_rank + n - 1, " of ",
+             world_size);
+  ncclUniqueId id;
+  VLLM_CHECK(unique_id.size() == sizeof id.internal, "an NCCL unique id of ", unique_id.size(),
+             " bytes");
+  std::memcpy(id.internal, unique_id.data(), sizeof id.internal);
+  for (int d : devices)
+    VLLM_CHECK(d >= 0 && d < cuda_device_count(), "cuda:", d, " does not exist (",
+               cuda_device_count(), " CUDA devices)");
+  for (int d : devices) (void)cuda_backend(d);
+  // Several ranks of one process join in a group call (each would wait for the others alone).
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n));
+  check(nccl().ncclGroupStart(), "ncclGroupStart");
+  for (int j = 0; j < n; ++j) {
+    VLLM_CUDA_CHECK(cudaSetDevice(devices[size_t(j)]));
+    check(nccl().ncclCommInitRank(&comms[size_t(j)], world_size, id, first_rank + j),
+          "ncclCommInitRank");
+  }
+  check(nccl().ncclGroupEnd(), "ncclGroupEnd (joining the tensor-parallel group)");
+  std::vector<std::shared_ptr<Communicator>> out;
+  for (int j = 0; j < n; ++j)
+    out.push_back(std::make_shared<NcclCommunicator>(comms[size_t(j)], first_rank + j,
+                                                     world_size, devices[size_t(j)]));
+  return out;
+}
+
 #else
 
 std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>&) {
+  throw Error("this build has no NCCL (nccl.h was not found with the CUDA toolkit)");
+}
+std::string nccl_unique_id() {
+  throw Error("this build has no NCCL (nccl.h was not found with the CUDA toolkit)");
+}
+std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>&, int,
+                                                                   int, const std::string&) {
   throw Error("this build has no NCCL (nccl.h was not found with the CUDA toolkit)");
 }
 

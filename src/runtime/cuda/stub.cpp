@@ -18,9 +18,20 @@ void set_cuda_backends_per_gpu(int) {}
 int cuda_backends_per_gpu() { return 1; }
 int cuda_physical_device(int index) { return index; }
 
-std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>&) {
+namespace {
+[[noreturn]] void no_cuda() {
   throw Error("tensor parallel on CUDA requested, but this build has no CUDA backend (nvcc was "
               "not found)");
+}
+}  // namespace
+
+std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>&) {
+  no_cuda();
+}
+std::string nccl_unique_id() { no_cuda(); }
+std::vector<std::shared_ptr<Communicator>> make_nccl_communicators(const std::vector<int>&, int,
+                                                                   int, const std::string&) {
+  no_cuda();
 }
 
 }  // namespace vllm
