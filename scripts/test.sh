@@ -46,7 +46,7 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   build-fuzz/test_model --gtest_brief=1 --gtest_filter=\
 '-SmolLM2*:Gemma3*:BatchInvariance*:*MoeGguf*:MiniLm.MatchesSentenceTransformers'
   build-fuzz/test_engine --gtest_brief=1 \
-    --gtest_filter='TinyEngine*:AsyncEngine*:SlidingWindowEngine*:PoolingEngine.ModelErrors*'
+    --gtest_filter='TinyEngine*:AsyncEngine*:SlidingWindowEngine*:PoolingEngine.ModelErrors*:RemoteRanks*'
   # The grammar engine, and its masks on SmolLM2's vocabulary against the recorded walks (the
   # chained walks take minutes in a sanitized build).
   build-fuzz/test_structured --gtest_brief=1 --gtest_filter='-MaskOracle.LlguidanceChained*'
@@ -54,9 +54,10 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
 fi
 
 # The threads under ThreadSanitizer (build-tsan/): the engine tests that run threads (the
-# async engine's loop, tensor-parallel ranks and their collectives) and black-box server tests
-# whose requests race each other and their clients' hang-ups, against a TSan-built server
-# (a race report stops the server, and the test sees it die).
+# async engine's loop, tensor-parallel ranks and their collectives, the node group's
+# connections) and black-box server tests whose requests race each other and their clients'
+# hang-ups, or whose ranks are processes, against a TSan-built server (a race report stops the
+# server, and the test sees it die).
 if [ "${SKIP_TSAN:-0}" != 1 ]; then
   stage "ThreadSanitizer build (build-tsan/, CPU code only)"
   # -g1: line tables for the race reports' stacks, without -g's full debug information.
@@ -65,11 +66,13 @@ if [ "${SKIP_TSAN:-0}" != 1 ]; then
   cmake --build build-tsan -j "$(nproc)" --target vllm-cpp test_engine test_runtime
   stage "engine and server tests under ThreadSanitizer"
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
-  build-tsan/test_runtime --gtest_brief=1 --gtest_filter='ThreadCommunicator*'
+  build-tsan/test_runtime --gtest_brief=1 \
+    --gtest_filter='Communicator/Collectives*:SocketCommunicator*:NodeGroup*'
   build-tsan/test_engine --gtest_brief=1 \
     --gtest_filter='AsyncEngine*:TensorParallelEngine*:TinyEngine.AbortFreesBlocksAtAnyPoint:TinyEngine.Cancelled*'
   VLLM_CPP_SANITIZER=thread VLLM_CPP_BIN="$PWD/build-tsan/vllm-cpp" .venv/bin/python -m pytest -q \
-    tests/python/test_server_disconnect.py tests/python/test_soak.py
+    tests/python/test_server_disconnect.py tests/python/test_soak.py \
+    tests/python/test_tensor_parallel_nodes.py
   unset TSAN_OPTIONS
 fi
 
