@@ -1,6 +1,7 @@
 #include "runtime/node_group.h"
 
 #include <chrono>
+#include <tuple>
 
 #include "util/check.h"
 
@@ -51,6 +52,22 @@ Clock::time_point after(double seconds) {
 
 double seconds_left(Clock::time_point deadline) {
   return std::chrono::duration<double>(deadline - Clock::now()).count();
+}
+
+// The next connection on `listener` that introduces itself as a node or rank of ours, and its
+// hello; connections that say nothing within 10 s or something else are dropped (a port
+// scanner must not end the group). Throws Error at the deadline.
+std::pair<net::Socket, Hello> accept_hello(const net::Socket& listener, Clock::time_point deadline) {
+  for (;;) {
+    net::Socket s = net::accept_tcp(listener, seconds_left(deadline));
+    try {
+      s.set_receive_timeout(10);
+      Hello h = decode_hello(net::recv_message(s, 1 << 20));
+      s.set_receive_timeout(0);
+      return {std::move(s), std::move(h)};
+    } catch (const Error&) {
+    }
+  }
 }
 
 }  // namespace
@@ -143,7 +160,7 @@ NodeGroup::NodeGroup(const NodeGroupConfig& config, int tensor_parallel_size,
   if (!head()) {
     net::Socket s = net::connect_tcp(config_.master_addr, config_.master_port, config_.timeout_s);
     net::send_message(s, kHello, encode({kControl, config_.node_rank, n, tp_, settings}));
-    const net::Message m = net::recv_message(s);
+    const net::Message m = net::recv_message(s, 1 << 20);
     if (m.tag == kRefused) throw Error("node 0 (" + where + ") refused this node: " + m.payload);
     VLLM_CHECK(m.tag == kWelcome, "node 0 (", where, ") answered message ", m.tag);
     peers_.push_back(std::make_unique<Peer>(std::move(s), node_name(0)));
@@ -152,10 +169,10 @@ NodeGroup::NodeGroup(const NodeGroupConfig& config, int tensor_parallel_size,
   listener_ = net::listen_tcp(config_.master_addr, config_.master_port);
   std::vector<net::Socket> nodes(size_t(n - 1));
   for (int joined = 0; joined < n - 1;) {
-    const double left = seconds_left(deadline);
     net::Socket s;
+    Hello h;
     try {
-      s = net::accept_tcp(listener_, left);
+      std::tie(s, h) = accept_hello(listener_, deadline);
     } catch (const Error&) {
       std::string missing;
       for (int k = 1; k < n; ++k)
@@ -163,7 +180,6 @@ NodeGroup::NodeGroup(const NodeGroupConfig& config, int tensor_parallel_size,
       throw Error("waited " + std::to_string(int(config_.timeout_s)) + " s on " + where +
                   " for the other nodes; missing: " + missing);
     }
-    const Hello h = decode_hello(net::recv_message(s));
     std::string refused;
     if (h.kind != kControl) refused = "a rank's connection before its node joined";
     else if (h.nnodes != n || h.tp != tp_)
@@ -243,8 +259,7 @@ std::vector<std::shared_ptr<Communicator>> NodeGroup::communicators(const std::v
   std::vector<net::Socket> hub(size_t(tp_ - 1));
   const auto deadline = after(config_.timeout_s);
   for (int joined = 0; joined < tp_ - 1; ++joined) {
-    net::Socket s = net::accept_tcp(listener_, seconds_left(deadline));
-    const Hello h = decode_hello(net::recv_message(s));
+    auto [s, h] = accept_hello(listener_, deadline);
     VLLM_CHECK(h.kind == kCollective && h.rank >= 1 && h.rank < tp_ &&
                    !hub[size_t(h.rank - 1)].valid(),
                "a collective connection for rank ", h.rank, " of ", tp_, " (kind ", int(h.kind),

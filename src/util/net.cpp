@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -79,6 +80,13 @@ void Socket::shutdown() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
+void Socket::set_receive_timeout(double seconds) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(seconds);
+  tv.tv_usec = static_cast<suseconds_t>((seconds - double(tv.tv_sec)) * 1e6);
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
 Socket listen_tcp(const std::string& addr, int port) {
   AddrList addrs(addr, port, true);
   std::string why = "no address";
@@ -144,14 +152,16 @@ void send_message(Socket& s, uint32_t tag, std::string_view payload) {
   s.send_all(payload.data(), payload.size());
 }
 
-Message recv_message(Socket& s) {
+Message recv_message(Socket& s, uint64_t max_bytes) {
   char head[12];
   s.recv_all(head, sizeof head);
   Message m;
   uint64_t n;
   std::memcpy(&m.tag, head, 4);
   std::memcpy(&n, head + 4, 8);
-  VLLM_CHECK(n <= (uint64_t(1) << 34), "message of ", n, " bytes: not a vllm-cpp peer");
+  if (n > max_bytes)
+    throw Error("a message of " + std::to_string(n) + " bytes (at most " +
+                std::to_string(max_bytes) + "): not a vllm-cpp peer");
   m.payload.resize(n);
   s.recv_all(m.payload.data(), n);
   return m;

@@ -35,6 +35,8 @@ class Socket {
   void recv_all(void* data, size_t n);
   // Ends both directions from any thread: a send or receive blocked on it returns.
   void shutdown();
+  // A receive that waits longer than this throws ConnectionClosed (0: wait for ever).
+  void set_receive_timeout(double seconds);
 
  private:
   int fd_ = -1;
@@ -54,7 +56,8 @@ struct Message {
   std::string payload;
 };
 void send_message(Socket& s, uint32_t tag, std::string_view payload);
-Message recv_message(Socket& s);
+// A message claiming more than max_bytes is an error (not a peer of ours).
+Message recv_message(Socket& s, uint64_t max_bytes = uint64_t(1) << 30);
 
 // Little binary codec for payloads: fixed-width numbers, strings and vectors of numbers.
 class Writer {

@@ -88,9 +88,9 @@ class NcclCommunicator final : public Communicator {
     if (aborted_) throw CollectiveAborted();
     expect_here(x, "all_reduce_sum");
     VLLM_CUDA_CHECK(cudaSetDevice(device_));
-    check(nccl().ncclAllReduce(x.raw(), x.raw(), size_t(x.numel()), ncclFloat32, ncclSum, comm_,
-                               backend_.stream()),
-          "ncclAllReduce");
+    checked(nccl().ncclAllReduce(x.raw(), x.raw(), size_t(x.numel()), ncclFloat32, ncclSum, comm_,
+                                 backend_.stream()),
+            "ncclAllReduce");
   }
 
   // NCCL gathers equal blocks rank after rank: each rank's columns, padded to the widest
@@ -116,9 +116,9 @@ class NcclCommunicator final : public Communicator {
       copy_strided(x, cols);  // the padding column is sent but never read
     }
     Tensor blocks = Tensor::empty({size_, m, widest}, DType::F32, x.device());
-    check(nccl().ncclAllGather(mine.raw(), blocks.raw(), size_t(m * widest), ncclFloat32, comm_,
-                               backend_.stream()),
-          "ncclAllGather");
+    checked(nccl().ncclAllGather(mine.raw(), blocks.raw(), size_t(m * widest), ncclFloat32,
+                                 comm_, backend_.stream()),
+            "ncclAllGather");
     for (int r = 0; r < size_; ++r) {
       Tensor cols = out.slice(1, first(r), width(r));
       copy_strided(blocks.narrow(r, 1).reshape({m, widest}).slice(1, 0, width(r)), cols);
@@ -126,6 +126,13 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // A collective that fails because the group was aborted meanwhile (another rank or node
+  // failed) is that abort, not a failure of this rank.
+  void checked(ncclResult_t r, const char* what) const {
+    if (r != ncclSuccess && aborted_) throw CollectiveAborted();
+    check(r, what);
+  }
+
   void expect_here(const Tensor& t, const char* op) const {
     const Device here{DeviceKind::Cuda, device_};
     VLLM_CHECK(t.device() == here && t.dtype() == DType::F32 && t.is_contiguous(),
