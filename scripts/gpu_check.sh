@@ -3,8 +3,9 @@
 # scripts/gpu_pack.sh: the CUDA op and model tests, then the benchmarks of docs/benchmarks.md.
 # Results: $OUT/gpu_results.jsonl (one JSON object per figure) and logs under $OUT.
 #   scripts/gpu_check.sh [stage...]   stages: tests models latency hf throughput profile kv tp
-#   (default: all but profile, kv and tp; kv needs SHAPES=gemma3-4b made by the models stage;
-#   tp needs two GPUs and TP_MODEL, default llama-8b, made by the models stage)
+#   nodes (default: all but profile, kv, tp and nodes; kv needs SHAPES=gemma3-4b made by the
+#   models stage; tp needs two GPUs and TP_MODEL, default llama-8b, made by the models stage;
+#   nodes runs two processes over NCCL, NODES_MODEL default fixtures/tiny/llama)
 # Environment: SHAPES (models), LATENCY_MODELS and HF_MODELS (default: llama-1b llama-8b),
 # THROUGHPUT_MODELS (default: llama-8b), NUM_PROMPTS, OUTPUT_LENS, THROUGHPUT_TIMEOUT,
 # THROUGHPUT_FLAGS, PROFILE_MODEL, PROFILE_LAUNCHES, PROFILE_PREFILL (a prompt length: profile
@@ -32,12 +33,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,n
 if has tests; then
   log tests
   $BIN/test_runtime --gtest_filter='Cuda*:Nccl*' 2>&1 | tee "$OUT/test_runtime.log" | tail -25
-  # The GEMV's sliced path forced to each slice count, so that every count meets every shape.
+  # The GEMV's sliced path forced to each slice count, so that every count meets every shape
+  # (the test binary's knob; the engine's is --gemv-slices).
   for s in 2 4 8; do
-    echo "VLLM_GEMV_SLICES=$s"
-    VLLM_GEMV_SLICES=$s $BIN/test_runtime --gtest_filter='CudaOps.*' 2>&1 | tail -3
+    echo "VLLM_TEST_GEMV_SLICES=$s"
+    VLLM_TEST_GEMV_SLICES=$s $BIN/test_runtime --gtest_filter='CudaOps.*' 2>&1 | tail -3
   done
-  $BIN/test_model --gtest_filter='*cuda*:*Cuda*' 2>&1 | tee "$OUT/test_model.log" | tail -25
+  $BIN/test_model --gtest_filter='*cuda*:*Cuda*:Fp8Gpu.*' 2>&1 | tee "$OUT/test_model.log" | tail -25
   $BIN/test_engine --gtest_filter='Cuda*' 2>&1 | tee "$OUT/test_engine.log" | tail -8
 fi
 
@@ -156,6 +158,35 @@ PY
       --tensor-parallel-size $tp 2>"$OUT/tp_throughput_$tp.log" \
       | sed "s/^{/{\"model\": \"$m\", /" | tee -a "$RESULTS"
   done
+fi
+
+if has nodes; then
+  log "nodes (two processes, one rank each, over NCCL)"
+  # Tensor parallel across processes as across hosts: node 1 started first, both joined over
+  # NCCL with its shared-memory and P2P transports off (the socket path separate hosts take).
+  # With two GPUs each process has its own and the tokens must be one process's (TP=1); with
+  # one, both take it, NCCL refuses a GPU twice, and both must end with that error, not hang.
+  m=${NODES_MODEL:-fixtures/tiny/llama}
+  gpus=$(nvidia-smi -L | wc -l)
+  dev1=cuda; [ "$gpus" -ge 2 ] && dev1=cuda:1
+  python3 -c 'import json
+for i in range(8): print(json.dumps({"prompt": list(range(1 + i, 20 + 3 * i)), "max_tokens": 32, "temperature": 0}))' > "$OUT/nodes_in.jsonl"
+  common=(generate -m "$m" --input "$OUT/nodes_in.jsonl" --kv-cache-memory 256MiB)
+  $BIN/vllm-cpp "${common[@]}" --device cuda --output "$OUT/nodes_tp1.jsonl" 2> "$OUT/nodes_tp1.log"
+  two=(--tensor-parallel-size 2 --nnodes 2 --master-port 29517)
+  NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 timeout 300 $BIN/vllm-cpp "${common[@]}" "${two[@]}" \
+    --device $dev1 --node-rank 1 --output /dev/null > "$OUT/nodes_1.log" 2>&1 &
+  node1=$!
+  NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 timeout 300 $BIN/vllm-cpp "${common[@]}" "${two[@]}" \
+    --device cuda --node-rank 0 --output "$OUT/nodes_tp2.jsonl" > "$OUT/nodes_0.log" 2>&1
+  rc0=$?
+  wait $node1
+  rc1=$?
+  same=$(python3 -c 'import json, sys
+ids = [[json.loads(l)["token_ids"] for l in open(f)] for f in sys.argv[1:]]
+print("true" if ids[0] == ids[1] else "false")' "$OUT/nodes_tp1.jsonl" "$OUT/nodes_tp2.jsonl" 2>/dev/null || echo null)
+  echo "{\"stage\": \"nodes\", \"gpus\": $gpus, \"exit\": [$rc0, $rc1], \"tokens_match_tp1\": $same}" | tee -a "$RESULTS"
+  tail -3 "$OUT/nodes_0.log" "$OUT/nodes_1.log"
 fi
 
 log done

@@ -29,9 +29,11 @@ struct BenchArgs {
   std::string kv_cache_dtype = "auto";
   std::string cpu_order = "batch-invariant";
   bool enforce_eager = false;
+  KernelOptions kernels;
 };
 
 int run_latency(const BenchArgs& a) {
+  set_kernel_options(a.kernels);
   if (a.threads > 0) set_num_threads(a.threads);
   set_cpu_order(parse_cpu_order(a.cpu_order));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
@@ -92,6 +94,7 @@ void add_bench(CLI::App& app) {
   add_kv_cache_dtype_option(*lat, args->kv_cache_dtype);
   lat->add_flag("--enforce-eager", args->enforce_eager, "No CUDA graphs");
   add_cpu_order_option(*lat, args->cpu_order);
+  add_kernel_options(*lat, args->kernels);
   lat->callback([args] { std::exit(run_guarded([&] { return run_latency(*args); })); });
   add_bench_serve(*bench);
 }

@@ -2,6 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "runtime/kernel_options.h"
 #include "runtime/node_group.h"
 
 namespace vllm::cli {
@@ -25,6 +26,11 @@ void add_kv_cache_dtype_option(CLI::App& cmd, std::string& kv_cache_dtype);
 // --nnodes, --node-rank, --master-addr, --master-port (tensor parallel across processes;
 // runtime/node_group.h), as torchrun spells them.
 void add_node_group_options(CLI::App& cmd, NodeGroupConfig& nodes);
+
+// --cpu-isa, --no-cuda-fusion, --no-cuda-pdl, --gemv-slices, --cuda-repeat-kernel
+// (runtime/kernel_options.h): kernel choices for measurements and tests. The command applies
+// them with set_kernel_options before loading.
+void add_kernel_options(CLI::App& cmd, KernelOptions& options);
 
 // Runs fn, turning vllm::Error and std::exception into "error: ..." on stderr and exit 1.
 int run_guarded(const std::function<int()>& fn);

@@ -53,6 +53,7 @@ struct GenerateArgs {
   bool no_prefix_caching = false;
   int tensor_parallel_size = 1;  // batch mode
   NodeGroupConfig nodes;          // batch mode, across processes
+  KernelOptions kernels;
 };
 
 }  // namespace
@@ -88,6 +89,23 @@ void add_kv_cache_dtype_option(CLI::App& cmd, std::string& kv_cache_dtype) {
                  "e4m3 K and V with scale 1, a quarter of f32's memory (CPU, not MLA, so far)")
       ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}))
       ->capture_default_str();
+}
+
+void add_kernel_options(CLI::App& cmd, KernelOptions& o) {
+  cmd.add_option("--cpu-isa", o.cpu_isa,
+                 "Widest CPU kernels to use: auto (what the CPU has), avx512vnni, avx2 or scalar")
+      ->check(CLI::IsMember({"auto", "avx512vnni", "avx2", "scalar"}))->capture_default_str();
+  cmd.add_flag("!--no-cuda-fusion", o.cuda_fusion,
+               "CUDA decode without its fused kernels (norm folded into the GEMVs, SiLU pairs, "
+               "residual adds): for A/B measurements");
+  cmd.add_flag("!--no-cuda-pdl", o.cuda_pdl,
+               "CUDA kernels launched without programmatic dependent launch (Hopper)");
+  cmd.add_option("--gemv-slices", o.gemv_slices,
+                 "CUDA GEMV: force its K split into 1, 2, 4 or 8 slices (0: chosen per shape)")
+      ->check(CLI::IsMember({0, 1, 2, 4, 8}))->capture_default_str();
+  cmd.add_option("--cuda-repeat-kernel", o.cuda_repeat_kernel,
+                 "Profiling: launch every CUDA kernel whose name contains this twice (its cost "
+                 "in the step is the difference in speed)");
 }
 
 void add_node_group_options(CLI::App& cmd, NodeGroupConfig& nodes) {
@@ -128,6 +146,7 @@ int64_t parse_bytes(const std::string& s) {
 namespace {
 
 int run_generate(const GenerateArgs& a) {
+  set_kernel_options(a.kernels);
   if (a.threads > 0) set_num_threads(a.threads);
   set_cpu_order(parse_cpu_order(a.cpu_order));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
@@ -236,6 +255,7 @@ void add_generate(CLI::App& app) {
                   "Batch mode: ranks the model is split over, as serve's")
       ->check(CLI::Range(1, 64));
   add_node_group_options(*cmd, args->nodes);  // node 0 reads --input and writes --output
+  add_kernel_options(*cmd, args->kernels);
   add_cpu_order_option(*cmd, args->cpu_order);
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
                   "CUDA, batch mode: fraction of GPU memory to use when --kv-cache-memory is not "

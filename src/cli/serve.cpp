@@ -31,6 +31,7 @@ struct ServeArgs {
   std::string quantization, kv_cache_dtype = "auto";
   double gpu_memory_utilization = -1;
   int tensor_parallel_size = 1;
+  KernelOptions kernels;
   int threads = 0;
   int64_t seed = 0;
   bool enable_prefix_caching = false, no_prefix_caching = false;
@@ -60,6 +61,7 @@ std::string normalize_root_path(std::string p) {
 
 int run_serve(ServeArgs& a) {
   server::set_log_level(a.log_level);
+  set_kernel_options(a.kernels);
   if (!a.model.empty() && !a.model_flag.empty() && a.model != a.model_flag)
     throw Error("the model is given twice: " + a.model + " and --model " + a.model_flag);
   if (a.model.empty()) a.model = a.model_flag;
@@ -163,6 +165,7 @@ void add_serve(CLI::App& app) {
                   "thread with its share of the cores; on CUDA rank r uses GPU --device's "
                   "index + r, over NCCL");
   add_node_group_options(*cmd, c.nodes);  // node 0 serves HTTP; the others only its steps
+  add_kernel_options(*cmd, a->kernels);
   cmd->add_option("--log-level", a->log_level, "debug, info, warning, error, critical")->capture_default_str();
   cmd->add_option("--threads,-t", a->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
   cmd->add_option_function<std::string>("--scheduling-policy", [a](const std::string& v) {

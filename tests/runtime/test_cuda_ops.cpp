@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -12,12 +13,25 @@
 
 #include "runtime/backend.h"
 #include "runtime/device.h"
+#include "runtime/kernel_options.h"
 #include "util/check.h"
 #include "runtime/ops.h"
 
 using namespace vllm;
 
 namespace {
+
+// scripts/gpu_check.sh runs these tests once per GEMV slicing, so that every slice count meets
+// every shape: VLLM_TEST_GEMV_SLICES is this test binary's knob for it (the engine's is
+// --gemv-slices), applied before any test runs.
+const bool kGemvSlicesSet = [] {
+  if (const char* e = std::getenv("VLLM_TEST_GEMV_SLICES")) {
+    KernelOptions o = kernel_options();
+    o.gemv_slices = std::atoi(e);
+    set_kernel_options(o);
+  }
+  return true;
+}();
 
 const Device kGpu{DeviceKind::Cuda, 0};
 std::mt19937 rng(4321);

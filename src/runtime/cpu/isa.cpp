@@ -1,10 +1,11 @@
 #include "runtime/cpu/isa.h"
 
-#include <cstdlib>
-#include <cstring>
+#include <string>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+
+#include "runtime/kernel_options.h"
 
 namespace vllm::cpu {
 
@@ -20,10 +21,10 @@ bool has_f16c() {
 Isa detected_isa() {
   static const Isa isa = [] {
 #if defined(__x86_64__)
-    // VLLM_CPU_ISA=scalar|avx2 caps the choice (for testing every variant on one machine).
-    const char* cap = std::getenv("VLLM_CPU_ISA");
-    const bool want_scalar = cap && std::strcmp(cap, "scalar") == 0;
-    const bool want_avx2 = cap && std::strcmp(cap, "avx2") == 0;
+    // --cpu-isa caps the choice (to measure or test every variant on one machine).
+    const std::string& cap = kernel_options().cpu_isa;
+    const bool want_scalar = cap == "scalar";
+    const bool want_avx2 = cap == "avx2";
     __builtin_cpu_init();
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     const bool vnni = avx2 && __builtin_cpu_supports("avx512vnni") &&

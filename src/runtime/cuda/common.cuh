@@ -44,12 +44,12 @@ __device__ __forceinline__ void pdl_begin() {
 }
 
 // Whether launches ask for programmatic serialization: devices of compute capability 9.0 and
-// up, unless VLLM_CUDA_PDL=0 (for A/B timing).
+// up, unless --no-cuda-pdl (KernelOptions::cuda_pdl, for A/B timing).
 bool pdl_enabled();
-// Whether matmul_fused and rope_and_cache use their fused kernels: unless VLLM_CUDA_FUSE=0
+// Whether matmul_fused and rope_and_cache use their fused kernels: unless --no-cuda-fusion
 // (for A/B timing; the front-ends then run the plain ops).
 bool fusion_enabled();
-// Whether launch() runs `kernel` twice: those whose name contains VLLM_CUDA_REPEAT (unset:
+// Whether launch() runs `kernel` twice: those whose name contains --cuda-repeat-kernel (unset:
 // none). A measuring aid with no profiler that sees inside graph replay: a step's time grows by
 // what the kernel costs there. Outputs are then wrong wherever a kernel accumulates.
 bool repeat_launch(const void* kernel);

@@ -6,41 +6,30 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "runtime/cuda/common.cuh"
 #include "runtime/device.h"
+#include "runtime/kernel_options.h"
 
 namespace vllm::cuda {
 
-bool fusion_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VLLM_CUDA_FUSE");
-    return !(env && std::string(env) == "0");
-  }();
-  return enabled;
-}
+bool fusion_enabled() { return kernel_options().cuda_fusion; }
 
 bool pdl_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VLLM_CUDA_PDL");
-    if (env && std::string(env) == "0") return false;
+  static const bool supported = [] {
     int device = 0, major = 0;
     if (cudaGetDevice(&device) != cudaSuccess) return false;
     const auto attr = cudaDevAttrComputeCapabilityMajor;
     return cudaDeviceGetAttribute(&major, attr, device) == cudaSuccess && major >= 9;
   }();
-  return enabled;
+  return supported && kernel_options().cuda_pdl;
 }
 
 bool repeat_launch(const void* kernel) {
-  static const std::string pattern = [] {
-    const char* env = std::getenv("VLLM_CUDA_REPEAT");
-    return std::string(env ? env : "");
-  }();
+  const std::string& pattern = kernel_options().cuda_repeat_kernel;
   if (pattern.empty()) return false;
   static std::mutex mutex;
   static std::map<const void*, bool> seen;
@@ -50,7 +39,7 @@ bool repeat_launch(const void* kernel) {
   const char* name = nullptr;
   const bool match = cudaFuncGetName(&name, kernel) == cudaSuccess && name &&
                      std::string(name).find(pattern) != std::string::npos;
-  if (match) std::fprintf(stderr, "VLLM_CUDA_REPEAT: %s runs twice\n", name);
+  if (match) std::fprintf(stderr, "--cuda-repeat-kernel: %s runs twice\n", name);
   seen.emplace(kernel, match);
   return match;
 }

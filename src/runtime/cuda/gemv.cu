@@ -11,7 +11,6 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -19,6 +18,7 @@
 
 #include "runtime/cuda/common.cuh"
 #include "runtime/cuda/gemv.cuh"
+#include "runtime/kernel_options.h"
 
 namespace vllm::cuda {
 namespace {
@@ -356,10 +356,7 @@ int resident_blocks(Kernel kernel, size_t smem, bool staged) {
 // 955 to 1,003 tok/s; 2 slices everywhere took the 8B's from 222 to 226 but cost the 1B 1%
 // on its 2,048-wide columns, hence the first rule's bound.
 int choose_slices(int64_t units, int64_t resident_warps, int64_t pieces) {
-  static const int forced = [] {  // VLLM_GEMV_SLICES=1|2|4|8, for A/B runs and tests
-    const char* e = std::getenv("VLLM_GEMV_SLICES");
-    return e ? std::atoi(e) : 0;
-  }();
+  const int forced = kernel_options().gemv_slices;  // --gemv-slices, for A/B runs and tests
   const auto more = [&](int slices) {
     if (slices >= kMaxSlices || pieces < int64_t(slices) * 2 * 32) return false;
     if (forced) return slices < forced;
