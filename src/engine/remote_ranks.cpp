@@ -110,38 +110,36 @@ RemoteRanks::RemoteRanks(NodeGroup& group, const std::vector<const DecoderModel*
   VLLM_CHECK(group_.head(), "RemoteRanks runs on node 0");
   // A node that failed, or is gone, may leave this node's ranks waiting in a collective: abort
   // them here, on the reader thread, and tell the other nodes to do the same.
-  for (auto& peer : group_.peers()) {
-    Peer* from = peer.get();
-    peer->set_watch([this, from](const net::Message* m) {
+  for (auto& peer : group_.peers())
+    peer->set_watch([this](const net::Message* m) {
       const bool failed = !m || (m->tag == kStepDone && !m->payload.empty() &&
                                  uint8_t(m->payload[0]) == kFailed) ||
                           (m->tag == kBudget && !m->payload.empty() && m->payload[0] == 0);
       if (!failed) return;
       abort_all(local_);
-      for (auto& other : group_.peers())
-        if (other.get() != from) try {
-            other->send(kAbort);
-          } catch (const std::exception&) {
-          }
+      broadcast(kAbort);
     });
-  }
 }
 
 RemoteRanks::~RemoteRanks() {
-  for (auto& p : group_.peers()) {
-    p->set_watch({});
-    try {
-      p->send(kBye);
-    } catch (const std::exception&) {
+  for (auto& p : group_.peers()) p->set_watch({});
+  broadcast(kBye);
+}
+
+// A node that is gone misses the message: its reader thread has seen the connection end, and
+// the next step's end reports it.
+void RemoteRanks::broadcast(uint32_t tag, std::string_view payload) {
+  for (auto& p : group_.peers()) try {
+      p->send(tag, payload);
+    } catch (const net::ConnectionClosed&) {
     }
-  }
 }
 
 void RemoteRanks::begin_profile(const EngineConfig& c) {
   net::Writer w;
   w.put<int32_t>(c.max_num_batched_tokens).put<int32_t>(c.max_num_seqs);
   w.put<int32_t>(c.max_model_len).put<int32_t>(c.block_size).put(c.gpu_memory_utilization);
-  for (auto& p : group_.peers()) p->send(kProfile, w.str());
+  broadcast(kProfile, w.str());
 }
 
 std::vector<KvBudget> RemoteRanks::end_profile() {
@@ -162,7 +160,7 @@ std::vector<KvBudget> RemoteRanks::end_profile() {
 void RemoteRanks::start(int num_blocks, int block_size) {
   net::Writer w;
   w.put<int32_t>(num_blocks).put<int32_t>(block_size);
-  for (auto& p : group_.peers()) p->send(kStart, w.str());
+  broadcast(kStart, w.str());
 }
 
 void RemoteRanks::add_request(const std::string& id, const RunnerRequest& request) {
@@ -173,16 +171,16 @@ void RemoteRanks::add_request(const std::string& id, const RunnerRequest& reques
   w.put<uint8_t>(request.params.prompt_logprobs.has_value())
       .put<int32_t>(request.params.prompt_logprobs.value_or(0))
       .put(request.seed);
-  for (auto& p : group_.peers()) p->send(kAdd, w.str());
+  broadcast(kAdd, w.str());
 }
 
 void RemoteRanks::remove_request(const std::string& id) {
-  for (auto& p : group_.peers()) p->send(kRemove, id);
+  broadcast(kRemove, id);
 }
 
 void RemoteRanks::begin_step(const core::SchedulerOutput& out) {
   const std::string step = encode_step(out);
-  for (auto& p : group_.peers()) p->send(kStep, step);
+  broadcast(kStep, step);
 }
 
 std::exception_ptr RemoteRanks::end_step() {
@@ -202,12 +200,7 @@ std::exception_ptr RemoteRanks::end_step() {
   return failed ? failed : lost ? lost : aborted;
 }
 
-void RemoteRanks::abort() {
-  for (auto& p : group_.peers()) try {
-      p->send(kAbort);
-    } catch (const std::exception&) {
-    }
-}
+void RemoteRanks::abort() { broadcast(kAbort); }
 
 NodeSettings node_settings(const NodeFlags& f) {
   // The model by content, not by path (each host has its own copy): a directory's

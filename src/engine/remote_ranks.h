@@ -40,6 +40,8 @@ class RemoteRanks {
   void abort();
 
  private:
+  void broadcast(uint32_t tag, std::string_view payload = {});
+
   NodeGroup& group_;
   std::vector<Communicator*> local_;
 };

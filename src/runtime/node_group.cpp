@@ -54,6 +54,20 @@ double seconds_left(Clock::time_point deadline) {
   return std::chrono::duration<double>(deadline - Clock::now()).count();
 }
 
+// "--dtype differs: node 2 has float16, node 0 has bfloat16", for the first setting of node 0's
+// that `theirs` does not share.
+std::string first_difference(const NodeSettings& ours, const NodeSettings& theirs, int node) {
+  for (const auto& [key, value] : ours) {
+    std::string other = "(unset)";
+    for (const auto& [k, v] : theirs)
+      if (k == key) other = v;
+    if (other != value)
+      return key + " differs: node " + std::to_string(node) + " has " + other + ", node 0 has " +
+             value;
+  }
+  return "node " + std::to_string(node) + " states settings node 0 does not have";
+}
+
 // The next connection on `listener` that introduces itself as a node or rank of ours, and its
 // hello; connections that say nothing within 10 s or something else are dropped (a port
 // scanner must not end the group). Throws Error at the deadline.
@@ -141,8 +155,6 @@ net::Message Peer::receive(uint32_t tag) {
   return m;
 }
 
-void Peer::close() { socket_.shutdown(); }
-
 NodeGroup::NodeGroup(const NodeGroupConfig& config, int tensor_parallel_size,
                      const NodeSettings& settings)
     : config_(config), tp_(tensor_parallel_size) {
@@ -191,15 +203,7 @@ NodeGroup::NodeGroup(const NodeGroupConfig& config, int tensor_parallel_size,
     else if (nodes[size_t(h.rank - 1)].valid())
       refused = "another node already has --node-rank " + std::to_string(h.rank);
     else if (h.settings != settings)
-      for (const auto& [key, value] : settings) {
-        std::string theirs = "(unset)";
-        for (const auto& [k, v] : h.settings)
-          if (k == key) theirs = v;
-        if (theirs != value && refused.empty())
-          refused = key + " differs: node " + std::to_string(h.rank) + " has " + theirs +
-                    ", node 0 has " + value;
-      }
-    if (refused.empty() && h.settings != settings) refused = "its settings differ";
+      refused = first_difference(settings, h.settings, h.rank);
     if (!refused.empty()) {
       try {
         net::send_message(s, kRefused, refused);

@@ -48,8 +48,6 @@ class Peer {
   // The next message (tag checked when `tag` is given), or Error when the connection ended.
   net::Message receive();
   net::Message receive(uint32_t tag);
-  // Closes the connection (the peer sees it end).
-  void close();
 
  private:
   void read_loop();
