@@ -588,7 +588,12 @@ int run_server(ServerConfig config) {
      cfg.quantization, group.get());
   model.set_enforce_eager(cfg.enforce_eager);
   model.set_kv_cache_dtype(cfg.kv_cache_dtype);
-  if (group && !group->head()) return run_worker_node(*group, model.ranks());
+  if (group && !group->head()) {
+    // A node that only runs steps has no drain to do: SIGINT and SIGTERM end it at once, as
+    // their default action (node 0 then sees it go and fails the group, naming it).
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+    return run_worker_node(*group, model.ranks());
+  }
   if (!model.tokenizer) throw Error(cfg.model_path + ": no tokenizer found");
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::unique_ptr<RemoteRanks> remote;

@@ -5,6 +5,7 @@ collectives add in the thread collectives' order, so the answers are those of th
 inside one process, bit for bit. A node that dies ends the server with an error naming it (not
 a hang); a node whose flags differ is refused at start-up, naming the flag."""
 import concurrent.futures
+import signal
 import subprocess
 import tempfile
 import time
@@ -83,6 +84,18 @@ def test_a_node_that_dies_ends_the_server_naming_it(binary, model):
     assert "node 2 (rank 2)" in head.output()
     assert nodes[0].wait() == 1, nodes[0].output()
     nodes[1].wait()
+
+
+def test_sigterm_ends_a_node_and_node_0_fails_naming_it(binary, model):
+    head, nodes = start_group(binary, model)
+    nodes[0].proc.send_signal(signal.SIGTERM)
+    assert nodes[0].wait(10) == -signal.SIGTERM
+    # Node 0 sees the group broken at its next step.
+    body = {"model": MODEL_NAME, "prompt": "Hello", "max_tokens": 4}
+    r = requests.post(head.url + "/v1/completions", json=body, timeout=60)
+    assert r.status_code == 500 and "node 1 (rank 1)" in r.text, r.text
+    assert head.proc.wait(60) == 1
+    assert nodes[1].wait(60) == 1, nodes[1].output()
 
 
 def test_a_node_with_other_flags_is_refused_naming_the_flag(binary, model):
