@@ -111,13 +111,16 @@ RemoteRanks::RemoteRanks(NodeGroup& group, const std::vector<const DecoderModel*
   // A node that failed, or is gone, may leave this node's ranks waiting in a collective: abort
   // them here, on the reader thread, and tell the other nodes to do the same.
   for (auto& peer : group_.peers())
-    peer->set_watch([this](const net::Message* m) {
+    peer->set_watch([this, name = peer->name()](const net::Message* m) {
       const bool failed = !m || (m->tag == kStepDone && !m->payload.empty() &&
                                  uint8_t(m->payload[0]) == kFailed) ||
                           (m->tag == kBudget && !m->payload.empty() && m->payload[0] == 0);
       if (!failed) return;
       abort_all(local_);
       broadcast(kAbort);
+      std::lock_guard lock(mutex_);
+      if (failure_.empty())
+        failure_ = "tensor-parallel " + name + (m ? " failed" : " is gone");
     });
 }
 
@@ -201,6 +204,11 @@ std::exception_ptr RemoteRanks::end_step() {
 }
 
 void RemoteRanks::abort() { broadcast(kAbort); }
+
+std::string RemoteRanks::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
 
 NodeSettings node_settings(const NodeFlags& f) {
   // The model by content, not by path (each host has its own copy): a directory's

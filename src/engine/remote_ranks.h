@@ -7,6 +7,7 @@
 #pragma once
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,12 +39,17 @@ class RemoteRanks {
   std::exception_ptr end_step();
   // Node 0's ranks failed: the other nodes abort their collectives.
   void abort();
+  // Why the group broke, from the moment a node reports a failure or its connection ends (also
+  // between steps: the server polls it and shuts down); empty while the group holds.
+  std::string failure() const;
 
  private:
   void broadcast(uint32_t tag, std::string_view payload = {});
 
   NodeGroup& group_;
   std::vector<Communicator*> local_;
+  mutable std::mutex mutex_;
+  std::string failure_;
 };
 
 // A node other than 0: runs its ranks (`ranks`, this node's shards) on the steps node 0 sends,

@@ -507,8 +507,11 @@ int serve(ServingContext& ctx, const sigset_t& signals) {
       log_error("the HTTP listener stopped unexpectedly");
       break;
     }
-    if (ctx.engine && !ctx.engine->failure().empty()) {  // its requests have had their errors
-      log_error("the engine failed, shutting down: " + ctx.engine->failure());
+    // The engine's requests have had their errors; a broken node group fails the next step.
+    std::string failure = ctx.engine ? ctx.engine->failure() : std::string();
+    if (failure.empty() && ctx.nodes) failure = ctx.nodes->failure();
+    if (!failure.empty()) {
+      log_error("the engine failed, shutting down: " + failure);
       engine_failed = true;
       drain(ctx, svr, signals);
       break;
@@ -622,6 +625,7 @@ int run_server(ServerConfig config) {
     log_warning(warn);
   AsyncEngine engine(std::move(core));
   ctx.engine = &engine;
+  ctx.nodes = remote.get();
   ctx.metrics.attach(engine);
   return serve(ctx, signals);
 }

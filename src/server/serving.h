@@ -11,6 +11,7 @@
 #include "engine/async_engine.h"
 #include "runtime/dtype.h"
 #include "engine/pooling_engine.h"
+#include "engine/remote_ranks.h"
 #include "runtime/node_group.h"
 #include "server/metrics.h"
 #include "server/response_store.h"
@@ -82,6 +83,7 @@ struct ServerConfig {
 struct ServingContext {
   ServerConfig config;
   AsyncEngine* engine = nullptr;     // a generative model (else null)
+  const RemoteRanks* nodes = nullptr;  // node 0 of a group spanning processes (else null)
   PoolingEngine* pooling = nullptr;  // an embedding model (else null)
   const Tokenizer* tokenizer = nullptr;
   std::optional<ChatTemplate> chat_template;
