@@ -2,6 +2,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -41,6 +42,11 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 __device__ __forceinline__ void pdl_begin() {
   pdl_wait();
   pdl_launch_dependents();
+}
+
+// Two e4m3 values as floats, through f16 (exact: every e4m3 value is an f16 value).
+__device__ __forceinline__ float2 e4m3x2_to_float2(__nv_fp8x2_storage_t v) {
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(v, __NV_E4M3)));
 }
 
 // Whether launches ask for programmatic serialization: devices of compute capability 9.0 and

@@ -93,7 +93,7 @@ __device__ __forceinline__ void unpack(const uint4& u, float (&f)[kPer<W>]) {
     const auto* b = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(b[i], __NV_E4M3)));
+      const float2 v = e4m3x2_to_float2(b[i]);
       f[2 * i] = v.x, f[2 * i + 1] = v.y;
     }
   } else {

@@ -84,7 +84,7 @@ __global__ void dequantize_fp8_rows(const uint8_t* __restrict__ w, int64_t n, in
     auto* h = reinterpret_cast<__nv_bfloat162*>(out);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(b[j], __NV_E4M3)));
+      const float2 v = e4m3x2_to_float2(b[j]);
       h[j] = __floats2bfloat162_rn(v.x * s, v.y * s);
     }
     reinterpret_cast<uint4*>(y)[2 * i] = out[0];
