@@ -5,12 +5,13 @@ collectives add in the thread collectives' order, so the answers are those of th
 inside one process, bit for bit. A node that dies ends the server with an error naming it (not
 a hang); a node whose flags differ is refused at start-up, naming the flag."""
 import concurrent.futures
+import json
 import signal
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
-import pytest
 import requests
 
 from test_server import MODEL_NAME, ServerProcess, free_port
@@ -114,3 +115,34 @@ def test_a_size_that_does_not_split_over_the_nodes_is_an_error(binary, model):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert "--tensor-parallel-size 3 does not split evenly over --nnodes 2" in r.stderr, r.stderr
+
+
+def test_two_nodes_of_two_ranks_give_one_process_batch_output(binary, tmp_path):
+    """`generate --input/--output` over two processes holding two ranks each (node 0's second
+    rank reaches rank 0 over a socket too), on the tiny Llama fixture (4 heads, 2 KV heads, so
+    KV heads are replicated): greedy with logprobs, prompt_logprobs and a seeded sample give the
+    output file of the same split inside one process, byte for byte."""
+    model = str(Path(__file__).resolve().parents[2] / "fixtures" / "tiny" / "llama")
+    lines = [{"prompt": list(range(1 + i, 30 + 5 * i)), "max_tokens": 24, "temperature": 0,
+              "logprobs": 3} for i in range(6)]
+    lines.append({"prompt": [5, 6, 7, 8], "max_tokens": 24, "temperature": 0.9, "seed": 11,
+                  "prompt_logprobs": 2})
+    prompts = tmp_path / "in.jsonl"
+    prompts.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    common = [binary, "generate", "-m", model, "--input", str(prompts), "--kv-cache-memory",
+              "64MiB", "--tensor-parallel-size", "4"]
+    one = subprocess.run([*common, "--output", str(tmp_path / "one.jsonl")],
+                         capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0, one.stderr
+    port = str(free_port())
+    node1 = subprocess.Popen([*common, "--output", str(tmp_path / "unused.jsonl"), "--nnodes", "2",
+                              "--node-rank", "1", "--master-port", port],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    head = subprocess.run([*common, "--output", str(tmp_path / "two.jsonl"), "--nnodes", "2",
+                           "--node-rank", "0", "--master-port", port],
+                          capture_output=True, text=True, timeout=120)
+    assert head.returncode == 0, head.stderr
+    assert node1.wait(60) == 0, node1.stderr.read()
+    assert "node 1 (ranks 2-3): joined" in node1.stderr.read()
+    assert not (tmp_path / "unused.jsonl").exists()  # only node 0 writes --output
+    assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
