@@ -552,6 +552,9 @@ int run_server(ServerConfig config) {
   if (cfg.runner == "generate" && bert)
     throw Error(cfg.model_path + " is an embedding model (BertModel): it has no generate runner "
                 "(use --runner pooling or auto)");
+  if ((bert || cfg.runner == "pooling") && cfg.nodes.nnodes != 1)
+    throw Error("--nnodes " + std::to_string(cfg.nodes.nnodes) +
+                ": pooling models run in one process (use 1)");
   if (bert && cfg.tensor_parallel_size != 1)
     throw Error("--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) +
                 ": embedding models run on one rank (use 1)");

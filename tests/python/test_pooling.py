@@ -197,6 +197,7 @@ def test_minilm_pooling_route(binary):
 
 @pytest.mark.parametrize("flags, needle", [
     (["--tensor-parallel-size", "2"], "one rank"),
+    (["--nnodes", "2"], "one process"),
     (["--device", "cuda"], "cuda"),
     (["--max-model-len", "8193"], "max_position_embeddings"),
 ])
