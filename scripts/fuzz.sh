@@ -10,11 +10,20 @@
 #   build-fuzz/TARGET FILE
 # FUZZ_BUILD_DIR (build-fuzz), FUZZ_JOBS (build jobs: nproc) and FUZZ_BUILD_ONLY=1 adjust it;
 # FUZZ_EXTRA_TARGETS (a list) builds more targets of the same tree (scripts/test.sh: the tests).
+# FUZZ_SANITIZE=undefined builds UBSan alone at -O2 into build-fuzz-ubsan/ (several times the
+# executions a second, for long runs; the corpus directory is the same): replay what such a
+# run found under ASan afterwards with  build-fuzz/TARGET -runs=0 build-fuzz/corpus/TARGET
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 TARGETS=(fuzz_request_json fuzz_http fuzz_jinja fuzz_tokenizer fuzz_detokenizer fuzz_gguf
   fuzz_safetensors)
-BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
+SANITIZE=${FUZZ_SANITIZE:-address,undefined}
+case "$SANITIZE" in
+address,undefined) BUILD=${FUZZ_BUILD_DIR:-build-fuzz}; OPT=-O1 ;;
+undefined) BUILD=${FUZZ_BUILD_DIR:-build-fuzz-ubsan}; OPT=-O2 ;;
+*) echo "fuzz.sh: FUZZ_SANITIZE is address,undefined or undefined" >&2; exit 2 ;;
+esac
+CORPUS=build-fuzz/corpus
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] || usage
@@ -44,8 +53,8 @@ flock 9
 # The GoogleTest suites are configured too (not built unless asked): scripts/test.sh runs them
 # from this build under ASan + UBSan, sharing its libraries with the fuzz targets.
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DVLLM_FUZZ=ON -DVLLM_CUDA=OFF \
-  -DVLLM_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" "${launcher[@]}" >/dev/null
+  -DVLLM_FUZZ_SANITIZERS="$SANITIZE" -DVLLM_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$OPT -gline-tables-only" "${launcher[@]}" >/dev/null
 nice cmake --build "$BUILD" -j "${FUZZ_JOBS:-$(nproc)}" --target "${selected[@]}" \
   ${FUZZ_EXTRA_TARGETS:+$FUZZ_EXTRA_TARGETS}
 flock -u 9
@@ -54,7 +63,7 @@ flock -u 9
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for t in "${selected[@]}"; do
-  corpus="$BUILD/corpus/$t" artifacts="$BUILD/artifacts/$t"
+  corpus="$CORPUS/$t" artifacts="$BUILD/artifacts/$t"
   mkdir -p "$corpus" "$artifacts" "tests/fuzz/corpus/$t"
   dict=()
   [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")

@@ -3,7 +3,8 @@
 #   scripts/fuzz_device.sh pack TARGET...         here: builds the targets (scripts/fuzz.sh's
 #       build-fuzz/) and packs them, the shared libraries they need, the shared tokenizers they
 #       read and their corpora (committed seeds + build-fuzz/corpus) into .device/fuzz.tar.xz
-#       (name .device in the device tool's `carry`)
+#       (name .device in the device tool's `carry`); FUZZ_SANITIZE=undefined packs the faster
+#       UBSan-only build (build-fuzz-ubsan/; replay its corpora under ASan here afterwards)
 #   scripts/fuzz_device.sh run SECONDS TARGET[:WORKERS]...  there: all the targets at once,
 #       each as WORKERS independent fuzzing processes (default 1) sharing FUZZ_RUNS executions
 #       (10,000,000) for at most SECONDS; under $OUT (default out/), one archive a target of
@@ -20,21 +21,24 @@ pack)
   shift
   [ $# -ge 1 ] || { echo "usage: $0 pack TARGET..." >&2; exit 2; }
   for t in "$@"; do FUZZ_BUILD_ONLY=1 scripts/fuzz.sh "$t" 1; done
+  bin=build-fuzz
+  [ "${FUZZ_SANITIZE:-address,undefined}" = undefined ] && bin=build-fuzz-ubsan
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT
   mkdir -p "$stage"/fuzz/bin "$stage"/fuzz/lib "$stage"/fuzz/shared/tokenizers "$stage"/fuzz/corpus
   for t in "$@"; do
-    cp build-fuzz/"$t" "$stage"/fuzz/bin/
+    cp "$bin/$t" "$stage"/fuzz/bin/
     mkdir -p "$stage"/fuzz/corpus/"$t"
     if [ -d build-fuzz/corpus/"$t" ]; then cp -r build-fuzz/corpus/"$t"/. "$stage"/fuzz/corpus/"$t"/; fi
     # The shared libraries outside glibc and the C++ runtime, which the GPU machine has.
-    ldd build-fuzz/"$t" | awk '/=> \// {print $3}' |
+    ldd "$bin/$t" | awk '/=> \// {print $3}' |
       grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so' |
       xargs -r -I{} cp -L {} "$stage"/fuzz/lib/
   done
   for tok in llama2 llama3 qwen3; do
     cp -r ../shared/tokenizers/"$tok" "$stage"/fuzz/shared/tokenizers/
   done
+  echo "${FUZZ_SANITIZE:-address,undefined}" > "$stage"/fuzz/SANITIZE
   mkdir -p .device
   tar -C "$stage" -cf - fuzz | xz -T0 -6 > .device/fuzz.tar.xz
   du -sh .device/fuzz.tar.xz
@@ -53,6 +57,7 @@ run)
   export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   runs=${FUZZ_RUNS:-10000000}
+  echo "==> sanitizers of the packed build: $(cat "$work/fuzz/SANITIZE" 2>/dev/null || echo address,undefined)"
   # Every target at once, each as WORKERS independent libFuzzer processes sharing one corpus
   # directory (each rereads the inputs the others add), each running to its share of the
   # executions or to SECONDS, timeouts and out-of-memory being findings as in scripts/fuzz.sh's
