@@ -27,7 +27,8 @@ void add_kv_cache_dtype_option(CLI::App& cmd, std::string& kv_cache_dtype);
 // runtime/node_group.h), as torchrun spells them.
 void add_node_group_options(CLI::App& cmd, NodeGroupConfig& nodes);
 
-// --cpu-isa, --no-cuda-fusion, --no-cuda-pdl, --gemv-slices, --cuda-repeat-kernel
+// --cpu-isa, --no-cuda-fusion, --no-cuda-pdl, --gemv-slices, --fp8-gemv-tensor-cores,
+// --cuda-repeat-kernel
 // (runtime/kernel_options.h): kernel choices for measurements and tests. The command applies
 // them with set_kernel_options before loading.
 void add_kernel_options(CLI::App& cmd, KernelOptions& options);

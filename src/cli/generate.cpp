@@ -103,6 +103,9 @@ void add_kernel_options(CLI::App& cmd, KernelOptions& o) {
   cmd.add_option("--gemv-slices", o.gemv_slices,
                  "CUDA GEMV: force its K split into 1, 2, 4 or 8 slices (0: chosen per shape)")
       ->check(CLI::IsMember({0, 1, 2, 4, 8}))->capture_default_str();
+  cmd.add_flag("--fp8-gemv-tensor-cores", o.fp8_gemv_tensor_cores,
+               "CUDA: FP8 weights' decode GEMV on the tensor cores (experimental: slower than "
+               "the default CUDA-core kernel so far)");
   cmd.add_option("--cuda-repeat-kernel", o.cuda_repeat_kernel,
                  "Profiling: launch every CUDA kernel whose name contains this twice (its cost "
                  "in the step is the difference in speed)");

@@ -1,7 +1,7 @@
 // Kernel choices for A/B measurements, profiling and tests: the defaults are what the engine
 // runs; the command line can change them (cli: --cpu-isa, --no-cuda-fusion, --no-cuda-pdl,
-// --gemv-slices, --cuda-repeat-kernel) before the first kernel runs. No environment variable
-// changes a kernel.
+// --gemv-slices, --fp8-gemv-tensor-cores, --cuda-repeat-kernel) before the first kernel
+// runs. No environment variable changes a kernel.
 #pragma once
 #include <string>
 
@@ -14,6 +14,9 @@ struct KernelOptions {
   bool cuda_fusion = true;  // decode's fused kernels (norm into GEMV, SiLU pairs, residual adds)
   bool cuda_pdl = true;     // programmatic dependent launch (Hopper and newer)
   int gemv_slices = 0;      // 0: chosen per shape; 1, 2, 4 or 8: the GEMV's K split forced
+  // FP8 weights' GEMV (up to 8 rows) on the tensor cores (f16 MMA of e4m3 pairs against x as
+  // two f16 terms) instead of the CUDA cores. Off: slower so far (docs/benchmarks.md).
+  bool fp8_gemv_tensor_cores = false;
   // Profiling: every launch of a kernel whose name contains this runs twice (its cost in the
   // step is the difference); empty: none.
   std::string cuda_repeat_kernel;

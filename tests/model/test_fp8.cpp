@@ -23,6 +23,7 @@
 #include "model/weights.h"
 #include "runtime/cpu/quant.h"
 #include "runtime/device.h"
+#include "runtime/kernel_options.h"
 #include "runtime/ops.h"
 #include "tiny_fixture.h"
 #include "util/check.h"
@@ -465,6 +466,21 @@ Tensor gpu_bf16_to_f32(const Tensor& t) {
 constexpr double kGemvBound = 1e-6, kGemvNormBound = 1e-5, kFp8GemmBound = 1e-3;
 constexpr double kFp8RoundingBound = 0.05, kBf16CopyBound = 1e-2;
 
+// Runs body once with each FP8 GEMV: the CUDA cores' (the default) and the tensor cores'
+// (--fp8-gemv-tensor-cores), with the kernel's name for messages; the options are restored.
+void for_each_fp8_gemv(const std::function<void(const std::string&)>& body) {
+  struct Restore {
+    KernelOptions saved = kernel_options();
+    ~Restore() { set_kernel_options(saved); }
+  } restore;
+  for (bool tensor_cores : {false, true}) {
+    KernelOptions o = restore.saved;
+    o.fp8_gemv_tensor_cores = tensor_cores;
+    set_kernel_options(o);
+    body(tensor_cores ? " (tensor-core GEMV)" : " (CUDA-core GEMV)");
+  }
+}
+
 }  // namespace
 
 // Up to 8 rows the GEMV reads the FP8 bytes and row scales with x in f32; more rows are W8A8
@@ -475,51 +491,93 @@ constexpr double kFp8RoundingBound = 0.05, kBf16CopyBound = 1e-2;
 // quantized as the GPU does, for W8A8). Gate and up are two FP8 parts with their own scales.
 TEST(Fp8Gpu, LinearMatchesDequantizedWeights) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
-  std::mt19937 rng(5);
-  for (int64_t F : {80, 71})
-  for (int64_t k : {64, 160, 2080, 5024, 14336}) {
-    const Fp8Rows w = gpu_fp8_rows(F, k, rng), gate = gpu_fp8_rows(F, k, rng);
-    const Fp8Rows up = gpu_fp8_rows(F, k, rng);
-    const Linear q = Linear::fused({w.q}, {}, kGpu), q2 = Linear::fused({gate.q, up.q}, {}, kGpu);
-    ASSERT_EQ(q.parts[0].dtype(), DType::FP8_E4M3);
-    ASSERT_EQ(q2.parts[0].dtype(), DType::FP8_E4M3);
-    const Linear c = Linear::fused({w.f32}, {}), c2 = Linear::fused({gate.f32, up.f32}, {});
-    for (int64_t m : {1, 3, 8, 37}) {
-      const bool gemv = m <= 8, w8a8 = !gemv && F % 16 == 0;
-      const std::string what =
-          "F=" + std::to_string(F) + " k=" + std::to_string(k) + " m=" + std::to_string(m);
-      const Tensor x = gpu_random_f32({m, k}, rng), g = gpu_random_f32({k}, rng);
-      const Tensor xq = w8a8 ? gpu_per_token_fp8(x) : x, res = gpu_random_f32({m, F}, rng);
-      const Tensor xg = x.to(kGpu), gg = g.to(kGpu);
-      const auto gpu = [&](int64_t cols) { return Tensor::empty({m, cols}, DType::F32, kGpu); };
-      const auto cpu = [&](int64_t cols) { return Tensor::empty({m, cols}, DType::F32); };
-      Tensor normed = cpu(k), normed_g = gpu(k), ref = cpu(F), out = gpu(F);
-      Tensor gu = cpu(2 * F), gu_g = gpu(2 * F);
-      const double plain_bound = gemv ? kGemvBound : w8a8 ? kFp8GemmBound : kBf16CopyBound;
-      const double norm_bound = gemv ? kGemvNormBound : w8a8 ? kFp8RoundingBound : kBf16CopyBound;
+  for_each_fp8_gemv([&](const std::string& kernel) {
+    std::mt19937 rng(5);
+    for (int64_t F : {80, 71})
+    for (int64_t k : {64, 160, 2080, 5024, 14336}) {
+      const Fp8Rows w = gpu_fp8_rows(F, k, rng), gate = gpu_fp8_rows(F, k, rng);
+      const Fp8Rows up = gpu_fp8_rows(F, k, rng);
+      const Linear q = Linear::fused({w.q}, {}, kGpu), q2 = Linear::fused({gate.q, up.q}, {}, kGpu);
+      ASSERT_EQ(q.parts[0].dtype(), DType::FP8_E4M3);
+      ASSERT_EQ(q2.parts[0].dtype(), DType::FP8_E4M3);
+      const Linear c = Linear::fused({w.f32}, {}), c2 = Linear::fused({gate.f32, up.f32}, {});
+      for (int64_t m : {1, 3, 8, 37}) {
+        const bool gemv = m <= 8, w8a8 = !gemv && F % 16 == 0;
+        const std::string what = "F=" + std::to_string(F) + " k=" + std::to_string(k) +
+                                 " m=" + std::to_string(m) + kernel;
+        const Tensor x = gpu_random_f32({m, k}, rng), g = gpu_random_f32({k}, rng);
+        const Tensor xq = w8a8 ? gpu_per_token_fp8(x) : x, res = gpu_random_f32({m, F}, rng);
+        const Tensor xg = x.to(kGpu), gg = g.to(kGpu);
+        const auto gpu = [&](int64_t cols) { return Tensor::empty({m, cols}, DType::F32, kGpu); };
+        const auto cpu = [&](int64_t cols) { return Tensor::empty({m, cols}, DType::F32); };
+        Tensor normed = cpu(k), normed_g = gpu(k), ref = cpu(F), out = gpu(F);
+        Tensor gu = cpu(2 * F), gu_g = gpu(2 * F);
+        const double plain_bound = gemv ? kGemvBound : w8a8 ? kFp8GemmBound : kBf16CopyBound;
+        const double norm_bound = gemv ? kGemvNormBound : w8a8 ? kFp8RoundingBound : kBf16CopyBound;
 
-      c(xq, ref), q(xg, out);
-      EXPECT_LT(gpu_rel_err(out, ref), plain_bound) << "plain " << what;
-      if (w8a8) {  // control: the GEMM's x is quantized (e4m3: ~2.5% off the f32 product)
-        Tensor exact = cpu(F);
-        c(x, exact);
-        EXPECT_GT(gpu_rel_err(out, exact), 10 * kFp8GemmBound) << "plain " << what;
-        EXPECT_LT(gpu_rel_err(out, exact), kFp8RoundingBound) << "plain " << what;
+        c(xq, ref), q(xg, out);
+        EXPECT_LT(gpu_rel_err(out, ref), plain_bound) << "plain " << what;
+        if (w8a8) {  // control: the GEMM's x is quantized (e4m3: ~2.5% off the f32 product)
+          Tensor exact = cpu(F);
+          c(x, exact);
+          EXPECT_GT(gpu_rel_err(out, exact), 10 * kFp8GemmBound) << "plain " << what;
+          EXPECT_LT(gpu_rel_err(out, exact), kFp8RoundingBound) << "plain " << what;
+        }
+
+        c.normed(x, g, 1e-5f, normed, ref), q.normed(xg, gg, 1e-5f, normed_g, out);
+        EXPECT_LT(gpu_rel_err(out, ref), norm_bound) << "norm " << what;
+
+        c2.normed_silu(x, g, 1e-5f, normed, gu, ref);
+        q2.normed_silu(xg, gg, 1e-5f, normed_g, gu_g, out);
+        EXPECT_LT(gpu_rel_err(out, ref), norm_bound) << "norm+silu " << what;
+
+        Tensor acc = cpu(F), acc_g = res.to(kGpu), product = cpu(F), product_g = gpu(F);
+        std::memcpy(acc.raw(), res.raw(), size_t(res.nbytes()));
+        c.accumulate(xq, product, acc), q.accumulate(xg, product_g, acc_g);
+        EXPECT_LT(gpu_rel_err(acc_g, acc), plain_bound) << "accumulate " << what;
       }
-
-      c.normed(x, g, 1e-5f, normed, ref), q.normed(xg, gg, 1e-5f, normed_g, out);
-      EXPECT_LT(gpu_rel_err(out, ref), norm_bound) << "norm " << what;
-
-      c2.normed_silu(x, g, 1e-5f, normed, gu, ref);
-      q2.normed_silu(xg, gg, 1e-5f, normed_g, gu_g, out);
-      EXPECT_LT(gpu_rel_err(out, ref), norm_bound) << "norm+silu " << what;
-
-      Tensor acc = cpu(F), acc_g = res.to(kGpu), product = cpu(F), product_g = gpu(F);
-      std::memcpy(acc.raw(), res.raw(), size_t(res.nbytes()));
-      c.accumulate(xq, product, acc), q.accumulate(xg, product_g, acc_g);
-      EXPECT_LT(gpu_rel_err(acc_g, acc), plain_bound) << "accumulate " << what;
     }
-  }
+  });
+}
+
+// The GEMV with x in f32: rows of x far apart in magnitude (1e-30, 1e30), one with an outlier
+// 10^6 times its other values, one of values below f16's subnormals, each within the GEMV's
+// bound of the CPU's f32 product on its own. (The FP8 tensor-core GEMV stages x as two f16
+// terms of x times a power of two per row and chunk of 64: without that scale the 1e30 row is
+// infinite and the 1e-30 row zero; without the second term every row is off by f16's 2^-11.)
+TEST(Fp8Gpu, GemvKeepsTheRangeAndPrecisionOfF32) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  for_each_fp8_gemv([&](const std::string& kernel) {
+    std::mt19937 rng(7);
+    const int64_t F = 96;
+    for (int64_t k : {160, 2080, 14336}) {
+      const Fp8Rows w = gpu_fp8_rows(F, k, rng);
+      const Linear q = Linear::fused({w.q}, {}, kGpu), c = Linear::fused({w.f32}, {});
+      for (int64_t m : {1, 4}) {
+        Tensor x = gpu_random_f32({m, k}, rng);
+        float* xr = x.data<float>();
+        const float row_size[4] = {1e-30f, 1e30f, 1.0f, 1e-9f};
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t i = 0; i < k; ++i) xr[r * k + i] *= row_size[m == 1 ? 1 : r];
+        if (m == 4) xr[2 * k + k / 3] = 1e6f;  // row 2's outlier
+        Tensor ref = Tensor::empty({m, F}, DType::F32);
+        Tensor out = Tensor::empty({m, F}, DType::F32, kGpu);
+        c(x, ref), q(x.to(kGpu), out);
+        const Tensor got = out.to(kCpu);
+        for (int64_t r = 0; r < m; ++r) {
+          double num = 0, den = 0;
+          for (int64_t j = 0; j < F; ++j) {
+            const double a = got.data<float>()[r * F + j], b = ref.data<float>()[r * F + j];
+            num += (a - b) * (a - b), den += b * b;
+          }
+          EXPECT_GT(den, 0.0);
+          EXPECT_LT(std::sqrt(num / den), kGemvBound)
+              << "k=" << k << " m=" << m << " row " << r << " (size " << row_size[m == 1 ? 1 : r]
+              << ")" << kernel;
+        }
+      }
+    }
+  });
 }
 
 // q/k/v projected, rotated and cached in one GEMV for up to 8 rows (a bf16 cache beside FP8
@@ -527,42 +585,44 @@ TEST(Fp8Gpu, LinearMatchesDequantizedWeights) {
 // f32 caches; the caches add bf16's rounding (2^-8).
 TEST(Fp8Gpu, NormedQkvRopeCacheMatchesDequantizedWeights) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
-  std::mt19937 rng(6);
-  const int Hq = 4, Hkv = 2, D = 64;
-  const int64_t width = (Hq + 2 * Hkv) * D, blocks = 4, bs = 4;
-  RopeParams p;
-  p.head_dim = p.rotary_dim = D;
-  p.mscale = 1.05f;
-  for (int i = 0; i < D / 2; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / D));
-  for (int64_t k : {160, 2080}) {
-    const Fp8Rows w = gpu_fp8_rows(width, k, rng);
-    const Linear q = Linear::fused({w.q}, {}, kGpu), c = Linear::fused({w.f32}, {});
-    ASSERT_EQ(q.parts[0].dtype(), DType::FP8_E4M3);
-    for (int64_t m : {1, 3, 8, 12}) {
-      const std::string what = "k=" + std::to_string(k) + " m=" + std::to_string(m);
-      const double bound = m <= 8 ? kGemvNormBound : kFp8RoundingBound;
-      const Tensor x = gpu_random_f32({m, k}, rng), g = gpu_random_f32({k}, rng);
-      Tensor pos = Tensor::empty({m}, DType::I32), slots = Tensor::empty({m}, DType::I32);
-      for (int64_t t = 0; t < m; ++t) {
-        pos.data<int32_t>()[t] = int32_t(7 * t + 3);
-        slots.data<int32_t>()[t] = t == 1 ? -1 : int32_t(t);  // one padding row
+  for_each_fp8_gemv([&](const std::string& kernel) {
+    std::mt19937 rng(6);
+    const int Hq = 4, Hkv = 2, D = 64;
+    const int64_t width = (Hq + 2 * Hkv) * D, blocks = 4, bs = 4;
+    RopeParams p;
+    p.head_dim = p.rotary_dim = D;
+    p.mscale = 1.05f;
+    for (int i = 0; i < D / 2; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / D));
+    for (int64_t k : {160, 2080, 5024}) {  // 8 rows of 5024 take the CUDA-core GEMV
+      const Fp8Rows w = gpu_fp8_rows(width, k, rng);
+      const Linear q = Linear::fused({w.q}, {}, kGpu), c = Linear::fused({w.f32}, {});
+      ASSERT_EQ(q.parts[0].dtype(), DType::FP8_E4M3);
+      for (int64_t m : {1, 3, 8, 12}) {
+        const std::string what = "k=" + std::to_string(k) + " m=" + std::to_string(m) + kernel;
+        const double bound = m <= 8 ? kGemvNormBound : kFp8RoundingBound;
+        const Tensor x = gpu_random_f32({m, k}, rng), g = gpu_random_f32({k}, rng);
+        Tensor pos = Tensor::empty({m}, DType::I32), slots = Tensor::empty({m}, DType::I32);
+        for (int64_t t = 0; t < m; ++t) {
+          pos.data<int32_t>()[t] = int32_t(7 * t + 3);
+          slots.data<int32_t>()[t] = t == 1 ? -1 : int32_t(t);  // one padding row
+        }
+        Tensor normed = Tensor::empty({m, k}, DType::F32);
+        Tensor qkv = Tensor::empty({m, width}, DType::F32);
+        Tensor kc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
+        Tensor vc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
+        c.normed_rope_cache(x, g, 1e-5f, normed, qkv, Hq, pos, p, kc, vc, slots);
+        Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
+        Tensor qkv_g = Tensor::empty({m, width}, DType::F32, kGpu);
+        Tensor kc_g = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
+        Tensor vc_g = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
+        q.normed_rope_cache(x.to(kGpu), g.to(kGpu), 1e-5f, normed_g, qkv_g, Hq, pos.to(kGpu), p,
+                            kc_g, vc_g, slots.to(kGpu));
+        EXPECT_LT(gpu_rel_err(qkv_g, qkv), bound) << what;
+        EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(kc_g), kc), bound + 0x1p-8) << "k cache " << what;
+        EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(vc_g), vc), bound + 0x1p-8) << "v cache " << what;
       }
-      Tensor normed = Tensor::empty({m, k}, DType::F32);
-      Tensor qkv = Tensor::empty({m, width}, DType::F32);
-      Tensor kc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
-      Tensor vc = Tensor::zeros({blocks, bs, Hkv, D}, DType::F32);
-      c.normed_rope_cache(x, g, 1e-5f, normed, qkv, Hq, pos, p, kc, vc, slots);
-      Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
-      Tensor qkv_g = Tensor::empty({m, width}, DType::F32, kGpu);
-      Tensor kc_g = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
-      Tensor vc_g = Tensor::zeros({blocks, bs, Hkv, D}, DType::BF16).to(kGpu);
-      q.normed_rope_cache(x.to(kGpu), g.to(kGpu), 1e-5f, normed_g, qkv_g, Hq, pos.to(kGpu), p,
-                          kc_g, vc_g, slots.to(kGpu));
-      EXPECT_LT(gpu_rel_err(qkv_g, qkv), bound) << what;
-      EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(kc_g), kc), bound + 0x1p-8) << "k cache " << what;
-      EXPECT_LT(gpu_rel_err(gpu_bf16_to_f32(vc_g), vc), bound + 0x1p-8) << "v cache " << what;
     }
-  }
+  });
 }
 
 namespace {
@@ -604,14 +664,17 @@ TEST(Fp8Gpu, CheckpointsKeepFp8Weights) {
     EXPECT_TRUE(std::isfinite(p.max_abs)) << fixture;
     EXPECT_GT(p.max_abs, 0.0) << fixture << ": the prefill's activations are not quantized";
     if (fixture == "llama_block") continue;
-    const std::vector<float> a = decode_logits(fp8, base), b = decode_logits(deq, base);
-    ASSERT_EQ(a.size(), b.size());
-    const Agreement g = compare(a, b, vocab);
-    double scale = 0;
-    for (float v : b) scale = std::max(scale, double(std::fabs(v)));
-    EXPECT_EQ(g.top1, 1.0) << fixture;
-    EXPECT_LE(g.max_abs, 1e-4 * scale) << fixture;
-    std::printf("[ fp8 gpu ] %s decode: max |logit diff| %.3g of max |logit| %.3g\n",
-                fixture.c_str(), g.max_abs, scale);
+    const std::vector<float> b = decode_logits(deq, base);
+    for_each_fp8_gemv([&](const std::string& kernel) {
+      const std::vector<float> a = decode_logits(fp8, base);
+      ASSERT_EQ(a.size(), b.size());
+      const Agreement g = compare(a, b, vocab);
+      double scale = 0;
+      for (float v : b) scale = std::max(scale, double(std::fabs(v)));
+      EXPECT_EQ(g.top1, 1.0) << fixture << kernel;
+      EXPECT_LE(g.max_abs, 1e-4 * scale) << fixture << kernel;
+      std::printf("[ fp8 gpu ] %s decode%s: max |logit diff| %.3g of max |logit| %.3g\n",
+                  fixture.c_str(), kernel.c_str(), g.max_abs, scale);
+    });
   }
 }

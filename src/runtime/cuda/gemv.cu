@@ -7,7 +7,8 @@
 // giving the scale applied to each finished column); rows too long to stage read x through
 // the cache instead, without the norm and silu fusions. FP8 weights (FP8_E4M3 in the device
 // layout: e4m3 bytes, then one f32 scale per row) take 16 weights a load, each column's sum
-// multiplied by its row's scale at the end.
+// multiplied by its row's scale at the end; with --fp8-gemv-tensor-cores, where x staged as f16
+// terms fits in shared memory, they go through the tensor cores instead (gemv_fp8_mma_kernel).
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "runtime/cuda/common.cuh"
 #include "runtime/cuda/gemv.cuh"
+#include "runtime/cuda/mma.cuh"
 #include "runtime/kernel_options.h"
 
 namespace vllm::cuda {
@@ -331,6 +333,233 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
   }
 }
 
+// FP8 weights through the tensor cores (--fp8-gemv-tensor-cores; not the default: slower than
+// the CUDA-core kernel so far, docs/benchmarks.md). The CUDA-core kernel above widens every
+// e4m3 byte to f32 (two conversions a weight), and conversions run at an eighth of the FMA
+// rate, which may be what holds the 8B shape's FP8 decode to 60% of its roofline on the H200.
+// Here a warp takes a tile of 16 weight rows, converts e4m3 pairs to f16 pairs (one conversion
+// for two weights) and multiplies them with the m16n8k16 MMA: the 16 x 16 weight block of a
+// step against x's rows as the 8 columns (row m of x is column m; M <= 8). A lane holds 16
+// consecutive bytes of its two rows, so K is visited in a permuted order, the same for both
+// operands: in step j of a 64-wide chunk, lane quad t's slots (2t, 2t+1) and (2t+8, 2t+9) are
+// k = 16t + 4j + (0, 1) and (2, 3). x is staged once per block, in one pass, as two f16 terms
+// (hi + lo, 22 of f32's 24 bits) of x times a power of two per row and chunk of 64 that puts
+// the chunk's largest |x| in [2^14, 2^15), so neither range nor subnormals lose what f32 would
+// keep; each step's two MMAs start from zero, and a chunk's sum is scaled back and added to
+// f32 accumulators, so sums longer than one step round as f32 does.
+constexpr int kChunk = 64;          // K of a warp's step over a tile: 4 lanes x 16 bytes
+constexpr int kChunkDepth = 4;      // chunks in flight per lane (two 16-byte loads each)
+constexpr int kStagePad = 4;        // 16-byte words after each staged row: rows 64 B apart
+constexpr int kTargetWarpsPerSm = 16;
+
+__device__ __forceinline__ uint32_t e4m3x2_to_half2_bits(uint32_t two_bytes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+      static_cast<__nv_fp8x2_storage_t>(two_bytes & 0xffffu), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+
+// Staged x: for each 4 values of a row, {hi(0,1), hi(2,3), lo(0,1), lo(2,3)} as f16 pairs
+// (one 16-byte word: the two B registers of both MMAs of a step), word (chunk c, lane quad t,
+// step j) at c * 16 + j * 4 + t, so that a step's four lanes read 64 consecutive bytes.
+__host__ __device__ inline int64_t fp8_mma_row_words(int64_t k) {
+  return (k + kChunk - 1) / kChunk * (kChunk / 4) + kStagePad;
+}
+// The terms, then one f32 a row and chunk: the power of two that undoes the chunk's scale.
+size_t fp8_mma_staged_bytes(int64_t m, int64_t k) {
+  const int64_t chunks = (k + kChunk - 1) / kChunk;
+  return size_t(m * fp8_mma_row_words(k)) * 16 + size_t(m * chunks) * sizeof(float);
+}
+
+template <int M, int Mode>
+__global__ void __launch_bounds__(kThreads) gemv_fp8_mma_kernel(const GemvArgs<Fp8> a) {
+  constexpr bool kNormed = Mode & kNorm, kRotate = Mode & kRope;
+  constexpr bool kPairs = (Mode & kSilu) || kRotate;
+  constexpr int kUnitsPerTile = kPairs ? 8 : 16;
+  extern __shared__ uint4 xs[];
+  __shared__ float norm_scale[M];
+  __shared__ float4 partial[kWarps][32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int slices = a.slices, slice = warp % slices, per_block = kWarps / slices;
+  const int k = int(a.k), row_words = int(fp8_mma_row_words(a.k));
+  const int chunks = (k + kChunk - 1) / kChunk, pieces = k / 16;
+  float* const unscale = reinterpret_cast<float*>(xs + M * row_words);  // [M][chunks]
+  const int c_begin = min(chunks, slice * a.slice_pieces);
+  const int c_end = min(chunks, c_begin + a.slice_pieces);
+  const int units = int(a.units), half = kRotate ? a.head_dim / 2 : int(a.n / 2);
+  const int tiles = (units + kUnitsPerTile - 1) / kUnitsPerTile;
+  const auto column_of = [&](int unit, int column) {
+    if constexpr (kRotate) return (unit / half) * a.head_dim + unit % half + column * half;
+    return unit + (kPairs ? column * half : 0);
+  };
+  // The weight rows of tile row g and g + 8: two units' rows, or a pair unit's two columns.
+  const auto rows_of = [&](int tile, const uint4*& ra, const uint4*& rb) {
+    int ca, cb;
+    if constexpr (kPairs) {
+      const int unit = min(tile * kUnitsPerTile + g, units - 1);
+      ca = column_of(unit, 0), cb = column_of(unit, 1);
+    } else {
+      ca = min(tile * kUnitsPerTile + g, units - 1);
+      cb = min(tile * kUnitsPerTile + g + 8, units - 1);
+    }
+    const auto* w = reinterpret_cast<const uint8_t*>(a.w);
+    ra = reinterpret_cast<const uint4*>(w + int64_t(ca) * k);
+    rb = reinterpret_cast<const uint4*>(w + int64_t(cb) * k);
+  };
+  const auto load = [&](const uint4* ra, const uint4* rb, int c, uint4& da, uint4& db) {
+    const int p = c * 4 + t;
+    const bool valid = c < c_end && p < pieces;
+    da = valid ? __ldg(ra + p) : make_uint4(0, 0, 0, 0);
+    db = valid ? __ldg(rb + p) : make_uint4(0, 0, 0, 0);
+  };
+
+  // The first tile's first weights depend on no earlier kernel: in flight before x is ready.
+  int tile = blockIdx.x * per_block + warp / slices;
+  const uint4 *ra, *rb;
+  rows_of(min(tile, tiles - 1), ra, rb);
+  uint4 wa[kChunkDepth], wb[kChunkDepth];
+#pragma unroll
+  for (int d = 0; d < kChunkDepth; ++d) load(ra, rb, c_begin + d, wa[d], wb[d]);
+  pdl_begin();
+
+  // Stage x (times the norm weight), a 16-byte word (4 values) a thread: a chunk's 16 words
+  // fall to a half warp, whose largest |x| sets the chunk's scale.
+  const unsigned half_warp = 0xffffu << (lane & 16);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float* xr = a.x + m * a.ldx;
+    float ss = 0.0f;
+    for (int q = threadIdx.x; q < chunks * (kChunk / 4); q += kThreads) {
+      const int i = q * 4;
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (i < k) {
+        v = *reinterpret_cast<const float4*>(xr + i);
+        if constexpr (kNormed) {
+          ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+          v = mul4(v, *reinterpret_cast<const float4*>(a.norm_weight + i));
+        }
+      }
+      float mx = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+      for (int o = 8; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(half_warp, mx, o));
+      int e = 0;  // mx < 2^e; 0 for zeros, infinities or NaN (they stay what they are)
+      if (mx > 0.0f && mx <= 3.4e38f) frexpf(mx, &e);
+      e = max(e, -100);  // 2^(15 - e) stays finite
+      const float up = ldexpf(1.0f, 15 - e);
+      const float f[4] = {v.x * up, v.y * up, v.z * up, v.w * up};
+      __half hi[4], lo[4];
+#pragma unroll
+      for (int i4 = 0; i4 < 4; ++i4) {
+        hi[i4] = __float2half_rn(f[i4]);
+        lo[i4] = __float2half_rn(f[i4] - __half2float(hi[i4]));
+      }
+      const auto pair = [](__half x0, __half x1) {
+        return uint32_t(__half_as_ushort(x0)) | (uint32_t(__half_as_ushort(x1)) << 16);
+      };
+      const int c = q / 16, within = q % 16;  // within = 4t + j
+      xs[m * row_words + c * 16 + (within % 4) * 4 + within / 4] =
+          make_uint4(pair(hi[0], hi[1]), pair(hi[2], hi[3]), pair(lo[0], lo[1]),
+                     pair(lo[2], lo[3]));
+      if (within == 0) unscale[m * chunks + c] = ldexpf(1.0f, e - 15);
+    }
+    if constexpr (kNormed) {
+      ss = block_sum(ss);
+      if (threadIdx.x == 0) norm_scale[m] = rsqrtf(ss / float(a.k) + a.eps);
+    }
+  }
+  __syncthreads();
+  if constexpr (kNormed) {
+    if (a.normed_out && blockIdx.x == 0) {  // rms_norm's product order
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        for (int i = threadIdx.x; i < k; i += kThreads)
+          a.normed_out[m * a.ld_normed + i] =
+              a.x[m * a.ldx + i] * norm_scale[m] * a.norm_weight[i];
+    }
+  }
+
+  const int tile_step = gridDim.x * per_block;
+  const int rounds = (tiles - blockIdx.x * per_block + tile_step - 1) / tile_step;  // per block
+  for (int round = 0; round < rounds; ++round, tile += tile_step) {
+    if (round > 0) {
+      rows_of(min(tile, tiles - 1), ra, rb);
+#pragma unroll
+      for (int d = 0; d < kChunkDepth; ++d) load(ra, rb, c_begin + d, wa[d], wb[d]);
+    }
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int m0 = min(2 * t, M - 1), m1 = min(2 * t + 1, M - 1);  // this lane's x rows
+    for (int c = c_begin; c < c_end; c += kChunkDepth) {
+#pragma unroll
+      for (int d = 0; d < kChunkDepth; ++d) {
+        if (c + d < c_end) {
+          float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          uint32_t fa[8], fb[8];  // f16 pairs of rows g and g + 8, bytes (2i, 2i + 1)
+          const uint32_t* ua = reinterpret_cast<const uint32_t*>(&wa[d]);
+          const uint32_t* ub = reinterpret_cast<const uint32_t*>(&wb[d]);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            fa[i] = e4m3x2_to_half2_bits(ua[i / 2] >> (16 * (i % 2)));
+            fb[i] = e4m3x2_to_half2_bits(ub[i / 2] >> (16 * (i % 2)));
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const uint4 xv = g < M ? xs[g * row_words + (c + d) * 16 + j * 4 + t]
+                                   : make_uint4(0, 0, 0, 0);
+            const uint32_t frag[4] = {fa[2 * j], fb[2 * j], fa[2 * j + 1], fb[2 * j + 1]};
+            float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            mma<__half>(step, frag, xv.x, xv.y);
+            mma<__half>(step, frag, xv.z, xv.w);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) sum[r] += step[r];
+          }
+          const float u0 = unscale[m0 * chunks + c + d], u1 = unscale[m1 * chunks + c + d];
+          acc[0] = fmaf(sum[0], u0, acc[0]), acc[1] = fmaf(sum[1], u1, acc[1]);
+          acc[2] = fmaf(sum[2], u0, acc[2]), acc[3] = fmaf(sum[3], u1, acc[3]);
+        }
+        load(ra, rb, c + d + kChunkDepth, wa[d], wb[d]);
+      }
+    }
+    if (slices > 1) {  // the tile's first warp adds the slices in order
+      partial[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      __syncthreads();
+      if (slice == 0) {
+        float4 sum = partial[warp][lane];
+        for (int s = 1; s < slices; ++s) {
+          const float4 v = partial[warp + s][lane];
+          sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+        }
+        acc[0] = sum.x, acc[1] = sum.y, acc[2] = sum.z, acc[3] = sum.w;
+      }
+      __syncthreads();  // partial[] is written again by the next round
+    }
+    if (slice != 0 || tile >= tiles) continue;
+    // Lane (g, t) holds rows g and g + 8 of the tile for x rows 2t and 2t + 1.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = 2 * t + h;
+      if (m >= M) continue;
+      float v0 = acc[h], v1 = acc[2 + h];
+      if constexpr (kPairs) {
+        const int unit = tile * kUnitsPerTile + g;
+        if (unit >= units) continue;
+        v0 *= a.row_scale[column_of(unit, 0)], v1 *= a.row_scale[column_of(unit, 1)];
+        if constexpr (kNormed) v0 *= norm_scale[m], v1 *= norm_scale[m];
+        if constexpr (kRotate) rotate_and_cache(a, m, unit, v0, v1);
+        else a.out[m * a.ldo + unit] = silu(v0) * v1;
+      } else {
+        const int units2[2] = {tile * kUnitsPerTile + g, tile * kUnitsPerTile + g + 8};
+        const float vs[2] = {v0, v1};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          if (units2[r] >= units) continue;
+          float v = vs[r] * a.row_scale[units2[r]];
+          if constexpr (kNormed) v *= norm_scale[m];
+          if constexpr (Mode & kAccumulate) a.out[m * a.ldo + units2[r]] += v;
+          else a.out[m * a.ldo + units2[r]] = v;
+        }
+      }
+    }
+  }
+}
+
 // Blocks of `kernel` resident at once on one multiprocessor with `smem` bytes staged.
 template <typename Kernel>
 int resident_blocks(Kernel kernel, size_t smem, bool staged) {
@@ -398,6 +627,45 @@ void launch_rows(const GemvArgs<W>& args, size_t smem, int multiprocessors,
   }
 }
 
+// FP8 through the tensor cores: slices of K (as the CUDA-core kernel's kSplit) while the tiles
+// leave the GPU short of kTargetWarpsPerSm warps a multiprocessor and each slice keeps two
+// chunks; the count depends on the shape only, not on the rows of x.
+template <int M, int Mode>
+void launch_fp8_mma_rows(GemvArgs<Fp8> a, int multiprocessors, cudaStream_t stream) {
+  const auto kernel = gemv_fp8_mma_kernel<M, Mode>;
+  const size_t smem = fp8_mma_staged_bytes(M, a.k);
+  const int per_sm = resident_blocks(kernel, smem, true);
+  constexpr int64_t kPerTile = (Mode & (kSilu | kRope)) ? 8 : 16;
+  const int64_t tiles = (a.units + kPerTile - 1) / kPerTile;
+  const int64_t chunks = (a.k + kChunk - 1) / kChunk;
+  const int forced = kernel_options().gemv_slices;
+  int slices = 1;
+  while (slices < kMaxSlices && chunks >= 4 * slices &&
+         (forced ? slices < forced : tiles * slices < kTargetWarpsPerSm * multiprocessors))
+    slices *= 2;
+  a.slices = slices;
+  a.slice_pieces = static_cast<int>((chunks + slices - 1) / slices);  // chunks here
+  const int64_t per_block = kWarps / slices;
+  const int64_t blocks =
+      std::min<int64_t>(int64_t(per_sm) * multiprocessors, (tiles + per_block - 1) / per_block);
+  launch(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, a);
+}
+
+template <int Mode>
+void launch_fp8_mma(const GemvArgs<Fp8>& a, int64_t m, int multiprocessors,
+                    cudaStream_t stream) {
+  switch (m) {
+#define VLLM_GEMV_CASE(M)                                           \
+  case M:                                                           \
+    launch_fp8_mma_rows<M, Mode>(a, multiprocessors, stream);       \
+    break;
+    VLLM_GEMV_CASE(1) VLLM_GEMV_CASE(2) VLLM_GEMV_CASE(3) VLLM_GEMV_CASE(4)
+    VLLM_GEMV_CASE(5) VLLM_GEMV_CASE(6) VLLM_GEMV_CASE(7) VLLM_GEMV_CASE(8)
+#undef VLLM_GEMV_CASE
+    default: VLLM_CHECK(false, "gemv rows ", m);
+  }
+}
+
 template <typename W, int Mode>
 void launch_mode(const GemvArgs<W>& args, int64_t m, size_t smem, int multiprocessors,
                  cudaStream_t stream) {
@@ -441,6 +709,20 @@ void launch_typed(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFus
     a.head_dim = p.head_dim;
     a.mscale = p.mscale;
     std::copy(p.inv_freq.begin(), p.inv_freq.end(), a.inv_freq);
+  }
+  if constexpr (kIsFp8<W>) {
+    if (kernel_options().fp8_gemv_tensor_cores &&
+        fp8_mma_staged_bytes(m, a.k) <= kMaxStagedBytes) {
+      if (f.rope_cache) launch_fp8_mma<kNorm | kRope>(a, m, sms, stream);
+      else if (f.silu_and_mul && f.norm_weight) launch_fp8_mma<kNorm | kSilu>(a, m, sms, stream);
+      else if (f.silu_and_mul) launch_fp8_mma<kSilu>(a, m, sms, stream);
+      else if (f.norm_weight) launch_fp8_mma<kNorm>(a, m, sms, stream);
+      else if (f.accumulate) launch_fp8_mma<kAccumulate>(a, m, sms, stream);
+      else launch_fp8_mma<kPlain>(a, m, sms, stream);
+      return;
+    }
+  }
+  if (f.rope_cache) {
     launch_mode<W, kNorm | kRope | kStaged>(a, m, smem, sms, stream);
   } else if (f.silu_and_mul && f.norm_weight) launch_mode<W, kNorm | kSilu | kStaged>(a, m, smem, sms, stream);
   else if (f.silu_and_mul) launch_mode<W, kSilu | kStaged>(a, m, smem, sms, stream);
