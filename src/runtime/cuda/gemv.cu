@@ -149,6 +149,17 @@ __device__ void rotate_and_cache(const GemvArgs<W>& a, int m, int unit, float x0
   cache[half] = from_float<CacheOf<W>>(x1);
 }
 
+// kNorm: block 0 also writes x's normed rows (x * scale * norm weight, rms_norm's product
+// order) where asked.
+template <typename W, int M>
+__device__ void write_normed_rows(const GemvArgs<W>& a, const float* scale) {
+  if (!a.normed_out || blockIdx.x != 0) return;
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    for (int i = threadIdx.x; i < int(a.k); i += kThreads)
+      a.normed_out[m * a.ld_normed + i] = a.x[m * a.ldx + i] * scale[m] * a.norm_weight[i];
+}
+
 // A lane reads piece (16 bytes, kPer weights) step * 32 + lane of each column: a column takes
 // `steps` steps, a unit 1 or 2 columns (silu: gate then up; rope: a rotated pair), and the
 // warp's units follow each other.
@@ -250,14 +261,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs<W> a) {
       }
     }
     __syncthreads();
-    if constexpr (kNormed) {
-      if (a.normed_out && blockIdx.x == 0) {  // rms_norm's product order
-#pragma unroll
-        for (int m = 0; m < M; ++m)
-          for (int i = threadIdx.x; i < int(a.k); i += kThreads)
-            a.normed_out[m * a.ld_normed + i] = a.x[m * a.ldx + i] * scale[m] * a.norm_weight[i];
-      }
-    }
+    if constexpr (kNormed) write_normed_rows<W, M>(a, scale);
   }
 
   float acc[M] = {}, first_of_pair[M] = {};  // kPairs: the gate, or x0
@@ -466,15 +470,7 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_mma_kernel(const GemvArgs<F
     }
   }
   __syncthreads();
-  if constexpr (kNormed) {
-    if (a.normed_out && blockIdx.x == 0) {  // rms_norm's product order
-#pragma unroll
-      for (int m = 0; m < M; ++m)
-        for (int i = threadIdx.x; i < k; i += kThreads)
-          a.normed_out[m * a.ld_normed + i] =
-              a.x[m * a.ldx + i] * norm_scale[m] * a.norm_weight[i];
-    }
-  }
+  if constexpr (kNormed) write_normed_rows<Fp8, M>(a, norm_scale);
 
   const int tile_step = gridDim.x * per_block;
   const int rounds = (tiles - blockIdx.x * per_block + tile_step - 1) / tile_step;  // per block
