@@ -23,9 +23,9 @@ address,undefined) BUILD=${FUZZ_BUILD_DIR:-build-fuzz}; OPT=-O1 ;;
 undefined) BUILD=${FUZZ_BUILD_DIR:-build-fuzz-ubsan}; OPT=-O2 ;;
 *) echo "fuzz.sh: FUZZ_SANITIZE is address,undefined or undefined" >&2; exit 2 ;;
 esac
-CORPUS=build-fuzz/corpus
+CORPUS=${FUZZ_BUILD_DIR:-build-fuzz}/corpus  # both sanitizer builds share the default one
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] || usage
 target=$1
 if [ "$target" = list ]; then printf '%s\n' "${TARGETS[@]}"; exit 0; fi
