@@ -86,7 +86,7 @@ void add_quantization_option(CLI::App& cmd, std::string& quantization) {
 void add_kv_cache_dtype_option(CLI::App& cmd, std::string& kv_cache_dtype) {
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
                  "auto: the weights' type (f32 on the CPU, f16 for GGUF files); fp8 (fp8_e4m3): "
-                 "e4m3 K and V with scale 1, a quarter of f32's memory (CPU, not MLA, so far)")
+                 "e4m3 K and V with scale 1, a quarter of f32's memory (CPU and CUDA; not MLA)")
       ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}))
       ->capture_default_str();
 }

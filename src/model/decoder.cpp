@@ -382,8 +382,6 @@ void DecoderModel::set_kv_cache_dtype(const std::string& name) {
   if (name.empty() || name == "auto") return;
   if (name != "fp8" && name != "fp8_e4m3")
     throw Error("--kv-cache-dtype " + name + ": supported are auto, fp8 and fp8_e4m3");
-  if (device_.kind != DeviceKind::Cpu)
-    throw Error("--kv-cache-dtype " + name + " runs on the CPU only so far");
   if (is_mla())
     throw Error("--kv-cache-dtype " + name + ": not with multi-head latent attention yet");
   kv_dtype_ = DType::F8_E4M3;

@@ -62,8 +62,8 @@ class DecoderModel {
   // Decode steps on a GPU replay CUDA graphs unless this is set (vLLM's --enforce-eager).
   void set_enforce_eager(bool eager) { enforce_eager_ = eager; }
   // vLLM's --kv-cache-dtype, before the cache is allocated: "auto" (the type chosen at load)
-  // or "fp8" / "fp8_e4m3" (e4m3 with scale 1: a quarter of an f32 cache's bytes; CPU, not
-  // MLA). Throws naming the choice it cannot take.
+  // or "fp8" / "fp8_e4m3" (e4m3 with scale 1: a quarter of an f32 cache's bytes; CPU and
+  // CUDA, not MLA). Throws naming the choice it cannot take.
   void set_kv_cache_dtype(const std::string& name);
   // Called for every routing choice of a mixture-of-experts layer with its margin: how far the
   // last expert kept (and, with group-limited routing, the last group kept) scored above the

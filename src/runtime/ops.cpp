@@ -24,15 +24,15 @@ void inner_packed(const Tensor& t, const char* name) {
              " must be contiguous in its last dim");
 }
 
-// Paged K/V caches: [num_blocks, block_size, Hkv, D], both f32, both f16, (CUDA) both bf16 or
-// (CPU) both e4m3.
+// Paged K/V caches: [num_blocks, block_size, Hkv, D], both f32, both f16, both e4m3 or (CUDA)
+// both bf16.
 // K and V may differ in D and be views of one wider buffer (MLA's latent row: the key is the
 // whole row, the value its first lanes); each token's heads stay packed.
 void expect_cache(const Tensor& k_cache, const Tensor& v_cache) {
   const DType dt = k_cache.dtype();
   const bool cuda = k_cache.device().kind == DeviceKind::Cuda;
-  VLLM_CHECK(dt == DType::F32 || dt == DType::F16 || (dt == DType::BF16 && cuda) ||
-                 (dt == DType::F8_E4M3 && !cuda),
+  VLLM_CHECK(dt == DType::F32 || dt == DType::F16 || dt == DType::F8_E4M3 ||
+                 (dt == DType::BF16 && cuda),
              "kv cache dtype ", dtype_name(dt), " on ", k_cache.device().str());
   expect(k_cache, "k_cache", 4, k_cache.dtype());
   expect(v_cache, "v_cache", 4, k_cache.dtype());

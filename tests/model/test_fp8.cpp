@@ -288,11 +288,12 @@ TEST(Fp8Errors, NameTheField) {
 // e4m3 misses on this 135M model), how often each keeps llama.cpp's token, and the mean KL
 // divergence from the f16 cache's distributions. Asserted: the e4m3 cache is in use (a
 // quarter of the bytes of f32, half of f16's; the logits move).
-TEST(Fp8KvCache, SmolLM2AgreementIsMeasured) {
+void measure_smollm2_kv_agreement(Device device) {
   const std::string gguf = default_model_path();
   if (!fs::exists(gguf)) GTEST_SKIP() << gguf << " absent (run scripts/setup.sh)";
-  LoadedModel f16 = load_model(gguf), fp8 = load_model(gguf);
+  LoadedModel f16 = load_model(gguf, {}, device), fp8 = load_model(gguf, {}, device);
   fp8.set_kv_cache_dtype("fp8");
+  EXPECT_EQ(f16.model->kv_dtype(), DType::F16);
   EXPECT_EQ(fp8.model->kv_dtype(), DType::F8_E4M3);
   EXPECT_EQ(fp8.model->kv_bytes_per_token() * 2, f16.model->kv_bytes_per_token());
   const nlohmann::json ref = read_json("fixtures/smollm2/llamacpp_greedy.json");
@@ -320,12 +321,21 @@ TEST(Fp8KvCache, SmolLM2AgreementIsMeasured) {
         max_diff = std::max(max_diff, double(std::fabs(p[i] - q[i])));
     }
   }
-  std::printf("[ fp8 kv  ] SmolLM2, %d teacher-forced steps: top-1 as the f16 cache's in %d; "
-              "llama.cpp's token kept in %d (f16 cache: %d); mean KL from the f16 cache %.3g "
-              "nat, max |logit diff| %.3g\n",
-              steps, same_top, kept, kept_f16, kl_sum / steps, max_diff);
+  std::printf("[ fp8 kv  ] SmolLM2 on %s, %d teacher-forced steps: top-1 as the f16 cache's in "
+              "%d; llama.cpp's token kept in %d (f16 cache: %d); mean KL from the f16 cache "
+              "%.3g nat, max |logit diff| %.3g\n",
+              device.str().c_str(), steps, same_top, kept, kept_f16, kl_sum / steps, max_diff);
   EXPECT_EQ(steps, 256);
   EXPECT_GT(max_diff, 0.0) << "the e4m3 cache changed nothing: is it in use?";
+}
+
+TEST(Fp8KvCache, SmolLM2AgreementIsMeasured) { measure_smollm2_kv_agreement(kCpu); }
+
+// The same on a GPU, where the e4m3 cache is written by the CUDA kernels and read by the
+// tensor-core attention (SmolLM2's heads are 64 wide).
+TEST(Fp8KvCache, SmolLM2AgreementIsMeasuredOnCuda) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  measure_smollm2_kv_agreement(Device{DeviceKind::Cuda, 0});
 }
 
 TEST(Fp8KvCache, RefusedWhereItDoesNotRun) {

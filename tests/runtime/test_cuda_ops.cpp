@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "runtime/backend.h"
 #include "runtime/device.h"
@@ -686,6 +687,45 @@ TEST_F(CudaOps, RopeAndCacheMatchesCpu) {
   }
 }
 
+// The fused rotation into an e4m3 cache (--kv-cache-dtype fp8) stores, byte for byte, what
+// the same kernel stores into an f32 cache, clamped to +-448 and rounded to nearest even (the
+// CPU backend's conversion). Inputs scaled so that some elements pass 448.
+TEST_F(CudaOps, RopeAndCacheE4m3HoldsTheF32CacheRounded) {
+  const int64_t T = 5, Hq = 4, Hkv = 2, D = 128, blocks = 3, bs = 4, row = Hkv * D;
+  RopeParams p;
+  p.head_dim = p.rotary_dim = D;
+  for (int i = 0; i < D / 2; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / D));
+  const Tensor qkv = randn({T, (Hq + 2 * Hkv) * D}, 200.0f);
+  Tensor pos = Tensor::empty({T}, DType::I32), slots = Tensor::empty({T}, DType::I32);
+  const int32_t pv[] = {3, 4, 5, 900, 0}, sv[] = {0, 1, 2, -1, 11};
+  std::copy(pv, pv + T, pos.data<int32_t>());
+  std::copy(sv, sv + T, slots.data<int32_t>());
+  std::array<Tensor, 2> k_caches, v_caches;
+  const DType types[] = {DType::F32, DType::F8_E4M3};
+  for (int c = 0; c < 2; ++c) {
+    Tensor g = qkv.to(kGpu);
+    Tensor qk = g.slice(1, 0, (Hq + Hkv) * D).split_last(Hq + Hkv);
+    Tensor k = g.slice(1, Hq * D, row).split_last(Hkv);
+    Tensor v = g.slice(1, (Hq + Hkv) * D, row).split_last(Hkv);
+    Tensor kc = Tensor::empty({blocks, bs, Hkv, D}, types[c], kGpu);
+    Tensor vc = Tensor::empty({blocks, bs, Hkv, D}, types[c], kGpu);
+    rope_and_cache(qk, pos.to(kGpu), p, k, v, kc, vc, slots.to(kGpu));
+    k_caches[c] = host(kc), v_caches[c] = host(vc);
+  }
+  int clamped = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    if (sv[t] < 0) continue;
+    for (int64_t i = sv[t] * row; i < (sv[t] + 1) * row; ++i)
+      for (int kv = 0; kv < 2; ++kv) {
+        const float x = (kv ? v_caches : k_caches)[0].data<float>()[i];
+        const uint8_t b = static_cast<const uint8_t*>((kv ? v_caches : k_caches)[1].raw())[i];
+        clamped += std::fabs(x) > 448.0f;
+        ASSERT_EQ(b, f32_to_fp8_e4m3(std::clamp(x, -448.0f, 448.0f))) << "token " << t << " " << i;
+      }
+  }
+  EXPECT_GT(clamped, 0) << "no element past e4m3's range: the clamp went untested";
+}
+
 TEST_F(CudaOps, QkNormRopeAndCacheMatchesPlainOps) {
   // Qwen3's per-head q/k norms inside the rotation kernel, against the GPU's own plain ops
   // (rms_norm of the q heads and of the k heads, then rope_and_cache): the same bits where a
@@ -1193,6 +1233,74 @@ TEST_F(CudaOps, PagedAttention16BitCacheMatchesCpu) {
   // a short chunk whose rows sit at different positions.
   check_16bit_attention({3000, 1, 700}, {1, 1, 1}, "split decode");
   check_16bit_attention({2000}, {3}, "split chunk");
+}
+
+// The e4m3 cache (--kv-cache-dtype fp8): reshape_and_cache stores the CPU backend's bytes (each
+// element clamped to +-448, rounded to nearest even), and attention over it is, bit for bit,
+// attention over a cache of the type the kernel widens e4m3 to, holding the same values: f16
+// for the tensor-core kernel (head_dim 64, 128), f32 for the per-token kernel (others). Whole
+// prompts, chunks, decodes and a split-KV decode in one step, GQA, with and without a window.
+TEST_F(CudaOps, PagedAttentionE4m3CacheIsTheWidenedCache) {
+  const int64_t bs = 16;
+  const std::vector<int> ctx = {33, 1, 70, 1000, 200, 129, 3000};
+  const std::vector<int> qlen = {33, 1, 5, 300, 200, 1, 1};
+  int64_t num_blocks = 2;
+  for (int c : ctx) num_blocks += (c + bs - 1) / bs;
+  for (auto [Hq, heads_kv] : {std::pair<int64_t, int64_t>{8, 2}, {12, 1}}) {
+    const int64_t Hkv = heads_kv;
+    for (int64_t D : {64, 128, 96}) {
+      const std::string what = "Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) +
+                               " D=" + std::to_string(D);
+      const AttentionMeta meta = paged_meta(ctx, qlen, bs, num_blocks);
+      const std::vector<int64_t> shape = {num_blocks, bs, Hkv, D};
+      Tensor kc8 = Tensor::empty(shape, DType::F8_E4M3), vc8 = Tensor::empty(shape, DType::F8_E4M3);
+      Tensor kc8_g = Tensor::empty(shape, DType::F8_E4M3, kGpu);
+      Tensor vc8_g = Tensor::empty(shape, DType::F8_E4M3, kGpu);
+      for (size_t s = 0; s < ctx.size(); ++s) {
+        Tensor k = randn({ctx[s], Hkv, D}, 4.0f), v = randn({ctx[s], Hkv, D}, 4.0f);
+        k.data<float>()[0] = 1000.0f, v.data<float>()[1] = -600.0f;  // clamped to +-448
+        const Tensor slots = seq_slots(meta, s, bs);
+        reshape_and_cache(k, v, kc8, vc8, slots);
+        reshape_and_cache(k.to(kGpu), v.to(kGpu), kc8_g, vc8_g, slots.to(kGpu));
+      }
+      // The written slots hold the CPU's bytes; the widened copy holds their values.
+      const bool tensor_cores = D == 64 || D == 128;
+      const DType wide = tensor_cores ? DType::F16 : DType::F32;
+      Tensor kw = Tensor::empty(shape, wide), vw = Tensor::empty(shape, wide);
+      const Tensor k8 = host(kc8_g), v8 = host(vc8_g);
+      const int64_t slot_elems = Hkv * D;
+      for (auto [gpu, cpu, w] : {std::tuple{&k8, &kc8, &kw}, std::tuple{&v8, &vc8, &vw}}) {
+        const auto* g = static_cast<const uint8_t*>(gpu->raw());
+        const auto* c = static_cast<const uint8_t*>(cpu->raw());
+        for (size_t s = 0; s < ctx.size(); ++s) {
+          const Tensor slots = seq_slots(meta, s, bs);
+          for (int p = 0; p < ctx[s]; ++p) {
+            const int64_t at = int64_t(slots.data<int32_t>()[p]) * slot_elems;
+            ASSERT_EQ(std::memcmp(g + at, c + at, size_t(slot_elems)), 0) << what << " seq " << s;
+          }
+        }
+        for (int64_t i = 0; i < w->numel(); ++i) {
+          const float x = fp8_e4m3_to_f32(g[i]);
+          if (wide == DType::F16) static_cast<uint16_t*>(w->raw())[i] = f32_to_f16(x);
+          else w->data<float>()[i] = x;
+        }
+      }
+      const Tensor kw_g = kw.to(kGpu), vw_g = vw.to(kGpu);
+      const AttentionMeta gm = on_gpu(meta);
+      const int64_t T = meta.query_start_loc.back();
+      const Tensor q = randn({T, Hq, D}).to(kGpu);
+      const float scale = 1.0f / std::sqrt(float(D));
+      for (int window : {0, 40}) {
+        Tensor a = Tensor::empty({T, Hq, D}, DType::F32, kGpu);
+        Tensor b = Tensor::empty({T, Hq, D}, DType::F32, kGpu);
+        paged_attention(q, kc8_g, vc8_g, gm, scale, window, a);
+        paged_attention(q, kw_g, vw_g, gm, scale, window, b);
+        const Tensor ah = host(a), bh = host(b);
+        EXPECT_EQ(std::memcmp(ah.raw(), bh.raw(), size_t(ah.nbytes())), 0)
+            << what << " window=" << window << ": ||diff|| / ||ref|| = " << rel_err(ah, bh);
+      }
+    }
+  }
 }
 
 // sample_rows against its definition (runtime/ops.h), computed here in double: the top_k

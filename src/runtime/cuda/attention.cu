@@ -1,5 +1,5 @@
-// Paged attention on CUDA. Over a 16-bit cache with head_dim 64 or 128, every step goes to
-// the tensor-core kernel (flash_attention.cu). f32 caches and other head sizes take the
+// Paged attention on CUDA. Over a 16-bit or e4m3 cache with head_dim 64 or 128, every step goes
+// to the tensor-core kernel (flash_attention.cu). f32 caches and other head sizes take the
 // kernel here, which serves any mix of prefill, chunked prefill and decode: one
 // block of four warps per (query token, query head), each warp streaming keys of the
 // sequence's block table with an online softmax, warps merged at the end. When there are
@@ -156,8 +156,10 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     VLLM_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "caches must be contiguous");
   }
 
-  dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
+  dispatch_cache_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
+    constexpr bool kFp8 = std::is_same_v<C, __nv_fp8_e4m3>;
+    VLLM_CHECK(!(kFp8 && mla), "an e4m3 KV cache with multi-head latent attention");
     AttnArgs<C> a{};
     a.q = q.data<float>();
     a.q_st = row_stride(q);
@@ -222,19 +224,21 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
     };
 
     if (mla) {
-      VLLM_CHECK(mla_attention_supports(a), "attention with keys of ", head_dim,
-                 " and values of ", v_dim, " lanes needs MLA's latent cache (one KV head, values "
-                 "the keys' leading lanes, at most 512)");
-      // A block serves several heads of a token, so its keys cost more than the per-token
-      // kernel's: chunks of 64.
-      const int per_block = mla_attention_heads_per_block();
-      splits = choose_splits(
-          int64_t(graph_tokens) * ((num_q_heads + per_block - 1) / per_block), 64);
-      alloc_partials();
-      if (mla_decode_supports(a)) launch_mla_decode(a, tokens, splits, stream_);
-      else launch_mla_attention(a, tokens, splits, stream_);
+      if constexpr (!kFp8) {  // no MLA kernel reads e4m3 (refused above)
+        VLLM_CHECK(mla_attention_supports(a), "attention with keys of ", head_dim,
+                   " and values of ", v_dim, " lanes needs MLA's latent cache (one KV head, values "
+                   "the keys' leading lanes, at most 512)");
+        // A block serves several heads of a token, so its keys cost more than the per-token
+        // kernel's: chunks of 64.
+        const int per_block = mla_attention_heads_per_block();
+        splits = choose_splits(
+            int64_t(graph_tokens) * ((num_q_heads + per_block - 1) / per_block), 64);
+        alloc_partials();
+        if (mla_decode_supports(a)) launch_mla_decode(a, tokens, splits, stream_);
+        else launch_mla_attention(a, tokens, splits, stream_);
+      }
     } else if (flash_attention_supports(a)) {
-      // Tensor cores for every step over a 16-bit cache with a supported head size.
+      // Tensor cores for every step over a 16-bit or e4m3 cache with a supported head size.
       // Key chunks of one tile: chunks of four (fewer merges) made the 1B-shape decode 2% slower.
       splits = choose_splits(
           int64_t(flash_attention_slots(a, graph_tokens, graph_seqs)) * a.num_kv_heads,

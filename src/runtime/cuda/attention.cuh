@@ -56,8 +56,8 @@ __device__ __forceinline__ TokenKeys token_keys(const AttnArgs<C>& a, int t, int
   return k;
 }
 
-// True when the tensor-core kernel takes this problem: C is half or bfloat16, head_dim is 64
-// or 128, and q/out rows are aligned for vector access.
+// True when the tensor-core kernel takes this problem: C is half, bfloat16 or e4m3, head_dim is
+// 64 or 128, and q/out rows are aligned for vector access.
 template <typename C>
 bool flash_attention_supports(const AttnArgs<C>& a);
 // Its grid for `tokens` query tokens of `seqs` sequences: blocks per KV head (some return at

@@ -82,6 +82,8 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+// An e4m3 KV-cache element (--kv-cache-dtype fp8, scale 1): exact in f32.
+__device__ __forceinline__ float to_float(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
 
 // 16 bytes of weights as floats (8 of a 16-bit type, 4 of f32).
 template <typename W>
@@ -105,6 +107,12 @@ __device__ __forceinline__ __half from_float<__half>(float v) { return __float2h
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+// Saturating (beyond +-448: +-448) and rounded to nearest even, as vLLM's cache writes and the
+// CPU backend's f32_to_fp8_e4m3 of the clamped value.
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(float v) {
+  return __nv_fp8_e4m3(v);
 }
 
 // SiLU (x * sigmoid(x)) in the one order every kernel uses, so that a fused activation gives
@@ -207,6 +215,13 @@ void dispatch_float_type(DType dt, Fn&& fn) {
     case DType::BF16: fn(static_cast<__nv_bfloat16*>(nullptr)); return;
     default: throw Error("dtype " + std::string(dtype_name(dt)) + " is not supported on CUDA");
   }
+}
+
+// The KV-cache element types: dispatch_float_type's, and e4m3 (--kv-cache-dtype fp8).
+template <typename Fn>
+void dispatch_cache_type(DType dt, Fn&& fn) {
+  if (dt == DType::F8_E4M3) fn(static_cast<__nv_fp8_e4m3*>(nullptr));
+  else dispatch_float_type(dt, fn);
 }
 
 }  // namespace vllm::cuda

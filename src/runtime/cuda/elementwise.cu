@@ -1,5 +1,6 @@
 // CUDA row-wise kernels: embedding, norms, residual adds, rotary embedding, activations,
-// softmax, KV-cache writes and argmax. Activations are f32; tables and caches any float type.
+// softmax, KV-cache writes and argmax. Activations are f32; tables and caches any float type
+// (caches also e4m3).
 #include <algorithm>
 
 #include "runtime/cuda/common.cuh"
@@ -511,7 +512,7 @@ bool CudaBackend::rope_and_cache(Tensor& qk, const Tensor& positions, const Rope
   VLLM_CHECK(head_dim * sizeof(float) <= kRowBytes, "rope_and_cache on CUDA: heads of ",
              head_dim, " lanes");
   const int warps = std::min({a.heads, 32, int(kRowBytes / (head_dim * sizeof(float)))});
-  dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
+  dispatch_cache_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
     launch(rope_cache_kernel<C>, rows_grid(t), dim3(unsigned(32 * warps)),
         size_t(warps) * head_dim * sizeof(float), stream_, qk.data<float>(),
@@ -612,7 +613,7 @@ void CudaBackend::reshape_and_cache(const Tensor& k, const Tensor& v, Tensor& k_
                                     Tensor& v_cache, const Tensor& slot_mapping) {
   const int64_t t = k.size(0), row = std::max(k.size(1) * k.size(2), v.size(1) * v.size(2));
   if (t == 0) return;
-  dispatch_float_type(k_cache.dtype(), [&](auto* tag) {
+  dispatch_cache_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
     launch(reshape_and_cache_kernel<C>, rows_grid(t), row_threads(row / 2), 0, stream_,
         k.data<float>(), row_stride(k), v.data<float>(), row_stride(v),

@@ -7,7 +7,10 @@
 // token-major, so the query heads sharing a KV head share every key/value load.
 //
 // Precision: q and the softmax weights are rounded to the cache's 16-bit type for the
-// m16n8k16 MMAs; scores, the softmax and the output accumulate in f32.
+// m16n8k16 MMAs; scores, the softmax and the output accumulate in f32. An e4m3 cache
+// (--kv-cache-dtype fp8, scale 1) is copied raw into shared memory and widened there to f16
+// (exact) before each tile's products, which then run as over an f16 cache holding the same
+// values: the same bits.
 //
 // Split-KV: with gridDim.z > 1, each block takes an equal share of the key tiles and leaves
 // unnormalised partial results (and its running max in natural-log units and sum) for
@@ -18,6 +21,7 @@
 // ceil(q_len * G / 64) of them for any lengths; a block whose slot has no rows returns.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -112,13 +116,33 @@ __device__ __forceinline__ void attend(const uint4* k_tile, const uint4* v_tile,
   }
 }
 
+// Four e4m3 values (low byte first) as two f16 pairs, packed.
+__device__ __forceinline__ uint2 widen_e4m3x4(uint32_t v) {
+  const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(v & 0xffffu), __NV_E4M3);
+  const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(v >> 16), __NV_E4M3);
+  return make_uint2(uint32_t(lo.x) | uint32_t(lo.y) << 16, uint32_t(hi.x) | uint32_t(hi.y) << 16);
+}
+
+// Shared memory of a block, in 16-byte chunks (kChunks = D / 8 a row of 16-bit elements):
+// 16-bit caches: q [kRows][kChunks], then two stages of k and of v [2][kKeys][kChunks].
+// e4m3 caches: q, one stage of widened k and of v [kKeys][kChunks], then two stages of the raw
+// e4m3 k and v tiles [2][2][kKeys][D / 16]. The same bytes (640 D) either way.
+template <int D>
+constexpr int smem_bytes() {
+  return (kRows + 4 * kKeys) * D * 2;
+}
+
 template <typename C, int D>
 __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArgs<C> a) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  constexpr bool kFp8 = std::is_same_v<C, __nv_fp8_e4m3>;
+  using T = std::conditional_t<kFp8, __half, C>;  // the MMAs' 16-bit type
+  constexpr int kChunks = D / 8;   // 16-byte chunks per row of 16-bit elements
+  constexpr int kPieces = D / 16;  // 16-byte pieces per row of e4m3 elements
   extern __shared__ uint4 smem[];
-  uint4* s_q = smem;                    // [kRows][kChunks]
-  uint4* s_k = s_q + kRows * kChunks;   // [2][kKeys][kChunks]
-  uint4* s_v = s_k + 2 * kKeys * kChunks;
+  uint4* s_q = smem;                   // [kRows][kChunks]
+  uint4* s_k = s_q + kRows * kChunks;  // 16-bit: [2][kKeys][kChunks]; e4m3: [kKeys][kChunks]
+  uint4* s_v = s_k + (kFp8 ? 1 : 2) * kKeys * kChunks;
+  uint4* s_raw = s_v + kKeys * kChunks;  // e4m3: [2 stages][k, v][kKeys][kPieces]
 
   const int group = a.num_q_heads / a.num_kv_heads;
   const int kvh = blockIdx.y;
@@ -151,14 +175,26 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
   // Keys and values of tile i into stage s; rows past kv_end are zero-filled.
   auto load_kv = [&](int i, int s) {
     const int j0 = kv_begin + i * kKeys;
-    for (int c = tid; c < kKeys * kChunks; c += kThreads) {
-      const int r = c / kChunks, ch = c % kChunks, j = j0 + r;
-      const bool valid = j < kv_end;
-      const int64_t kv_slot =
-          valid ? int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
-      const int64_t off = kv_slot * slot_elems + int64_t(kvh) * D + ch * 8;
-      cp_async16(&s_k[s * kKeys * kChunks + swizzle<D>(r, ch)], a.k_cache + off, valid);
-      cp_async16(&s_v[s * kKeys * kChunks + swizzle<D>(r, ch)], a.v_cache + off, valid);
+    if constexpr (kFp8) {
+      for (int c = tid; c < kKeys * kPieces; c += kThreads) {
+        const int r = c / kPieces, pc = c % kPieces, j = j0 + r;
+        const bool valid = j < kv_end;
+        const int64_t kv_slot =
+            valid ? int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
+        const int64_t off = kv_slot * slot_elems + int64_t(kvh) * D + pc * 16;
+        cp_async16(&s_raw[(2 * s) * kKeys * kPieces + c], a.k_cache + off, valid);
+        cp_async16(&s_raw[(2 * s + 1) * kKeys * kPieces + c], a.v_cache + off, valid);
+      }
+    } else {
+      for (int c = tid; c < kKeys * kChunks; c += kThreads) {
+        const int r = c / kChunks, ch = c % kChunks, j = j0 + r;
+        const bool valid = j < kv_end;
+        const int64_t kv_slot =
+            valid ? int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
+        const int64_t off = kv_slot * slot_elems + int64_t(kvh) * D + ch * 8;
+        cp_async16(&s_k[s * kKeys * kChunks + swizzle<D>(r, ch)], a.k_cache + off, valid);
+        cp_async16(&s_v[s * kKeys * kChunks + swizzle<D>(r, ch)], a.v_cache + off, valid);
+      }
     }
     cp_async_commit();
   };
@@ -178,8 +214,8 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
                          int64_t(kvh * group + p % group) * a.q_sh + ch * 8;
       const float4 x0 = *reinterpret_cast<const float4*>(src);
       const float4 x1 = *reinterpret_cast<const float4*>(src + 4);
-      v = make_uint4(pack2<C>(x0.x, x0.y), pack2<C>(x0.z, x0.w), pack2<C>(x1.x, x1.y),
-                     pack2<C>(x1.z, x1.w));
+      v = make_uint4(pack2<T>(x0.x, x0.y), pack2<T>(x0.z, x0.w), pack2<T>(x1.x, x1.y),
+                     pack2<T>(x1.z, x1.w));
     }
     s_q[swizzle<D>(r, ch)] = v;
   }
@@ -219,25 +255,41 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
       cp_async_wait<0>();
     }
     __syncthreads();
-    const uint4* k_tile = s_k + s * kKeys * kChunks;
-    const uint4* v_tile = s_v + s * kKeys * kChunks;
+    if constexpr (kFp8) {
+      // Stage s's raw tiles widened into the f16 tiles (their previous tile's products are
+      // done: the loop's last barrier).
+      for (int c = tid; c < 2 * kKeys * kPieces; c += kThreads) {
+        const int kv = c / (kKeys * kPieces), rc = c % (kKeys * kPieces);
+        const int r = rc / kPieces, pc = rc % kPieces;
+        const uint4 raw = s_raw[(2 * s + kv) * kKeys * kPieces + rc];
+        const uint2 w0 = widen_e4m3x4(raw.x), w1 = widen_e4m3x4(raw.y);
+        const uint2 w2 = widen_e4m3x4(raw.z), w3 = widen_e4m3x4(raw.w);
+        uint4* dst = kv ? s_v : s_k;
+        dst[swizzle<D>(r, 2 * pc)] = make_uint4(w0.x, w0.y, w1.x, w1.y);
+        dst[swizzle<D>(r, 2 * pc + 1)] = make_uint4(w2.x, w2.y, w3.x, w3.y);
+      }
+      __syncthreads();
+    }
+    const uint4* k_tile = s_k + (kFp8 ? 0 : s) * kKeys * kChunks;
+    const uint4* v_tile = s_v + (kFp8 ? 0 : s) * kKeys * kChunks;
     const int first = narrow ? warp * 16 : 0, keys = narrow ? 16 : kKeys;
     const int j0 = kv_begin + i * kKeys + first;
     // Masks are needed where a key may lie past a row's position, before its window, or
     // past the keys loaded.
     const bool edge = j0 + keys - 1 > pos_lo || a.window > 0 || j0 + keys > kv_end;
     if (narrow)
-      attend<C, D, 2>(k_tile, v_tile, first, qf, j0, edge, row_pos, a.window, scale_log2, o, m, l);
+      attend<T, D, 2>(k_tile, v_tile, first, qf, j0, edge, row_pos, a.window, scale_log2, o, m, l);
     else if (active)
-      attend<C, D, 8>(k_tile, v_tile, first, qf, j0, edge, row_pos, a.window, scale_log2, o, m, l);
+      attend<T, D, 8>(k_tile, v_tile, first, qf, j0, edge, row_pos, a.window, scale_log2, o, m, l);
     __syncthreads();  // the next iteration's loads overwrite this stage
   }
 
   if (narrow) {
-    // Merge the four warps' partial results into warp 0, through the (now idle) K/V stages:
-    // o as [warp][row][D] floats (exactly the K stages' size), m and l per thread.
+    // Merge the four warps' partial results into warp 0, through the (now idle) K/V tiles:
+    // o as [warp][row][D] floats (the 16-bit cache's two K stages, the e4m3 cache's widened K
+    // and V), then m and l per thread.
     float* s_o = reinterpret_cast<float*>(s_k);
-    float* s_ml = reinterpret_cast<float*>(s_v);
+    float* s_ml = s_o + (kThreads / 32) * 16 * D;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -310,7 +362,7 @@ namespace {
 
 template <typename C, int D>
 void launch_for_dim(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream) {
-  constexpr int kSmem = (kRows + 4 * kKeys) * D * 2;  // q, and two stages of k and v
+  constexpr int kSmem = smem_bytes<D>();
   // Above the 48 KiB default; set per call, as the limit is per device.
   VLLM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<C, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -357,5 +409,8 @@ template int flash_attention_slots(const AttnArgs<__nv_bfloat16>&, int, int);
 template void launch_flash_attention(const AttnArgs<float>&, int, int, cudaStream_t);
 template void launch_flash_attention(const AttnArgs<__half>&, int, int, cudaStream_t);
 template void launch_flash_attention(const AttnArgs<__nv_bfloat16>&, int, int, cudaStream_t);
+template bool flash_attention_supports(const AttnArgs<__nv_fp8_e4m3>&);
+template int flash_attention_slots(const AttnArgs<__nv_fp8_e4m3>&, int, int);
+template void launch_flash_attention(const AttnArgs<__nv_fp8_e4m3>&, int, int, cudaStream_t);
 
 }  // namespace vllm::cuda
