@@ -36,9 +36,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto parsed = nlohmann::ordered_json::parse(context_text, nullptr, false);
     if (parsed.is_object()) context = std::move(parsed);
   }
+  // The server's limits are larger; these keep every limit reachable at a fuzzing pace. Outputs
+  // capped at 256 KiB instead of 1 MiB: 8x the executions a second over a grown corpus (43,493
+  // inputs replayed in 10 s instead of 84 s), at 1.4% fewer edges reached (5,186 against 5,259).
   vllm::RenderLimits limits;
   limits.max_steps = 200'000;
-  limits.max_output_bytes = size_t(1) << 20;
+  limits.max_output_bytes = size_t(1) << 18;
   limits.max_time = std::chrono::milliseconds(2000);
   try {
     const vllm::ChatTemplate t = vllm::ChatTemplate::parse(std::string(source));
