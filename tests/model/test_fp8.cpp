@@ -288,7 +288,7 @@ TEST(Fp8Errors, NameTheField) {
 // e4m3 misses on this 135M model), how often each keeps llama.cpp's token, and the mean KL
 // divergence from the f16 cache's distributions. Asserted: the e4m3 cache is in use (a
 // quarter of the bytes of f32, half of f16's; the logits move).
-void measure_smollm2_kv_agreement(Device device) {
+static void measure_smollm2_kv_agreement(Device device) {
   const std::string gguf = default_model_path();
   if (!fs::exists(gguf)) GTEST_SKIP() << gguf << " absent (run scripts/setup.sh)";
   LoadedModel f16 = load_model(gguf, {}, device), fp8 = load_model(gguf, {}, device);
