@@ -172,28 +172,29 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
   const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks;
   const int64_t slot_elems = int64_t(a.num_kv_heads) * D;
 
+  // Cache element offset of the KV head's row of key j (slot 0's for keys past kv_end, whose
+  // copies are zero-filled and read nothing).
+  auto key_offset = [&](int j) -> int64_t {
+    const int64_t kv_slot =
+        j < kv_end ? int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
+    return kv_slot * slot_elems + int64_t(kvh) * D;
+  };
   // Keys and values of tile i into stage s; rows past kv_end are zero-filled.
   auto load_kv = [&](int i, int s) {
     const int j0 = kv_begin + i * kKeys;
     if constexpr (kFp8) {
       for (int c = tid; c < kKeys * kPieces; c += kThreads) {
         const int r = c / kPieces, pc = c % kPieces, j = j0 + r;
-        const bool valid = j < kv_end;
-        const int64_t kv_slot =
-            valid ? int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
-        const int64_t off = kv_slot * slot_elems + int64_t(kvh) * D + pc * 16;
-        cp_async16(&s_raw[(2 * s) * kKeys * kPieces + c], a.k_cache + off, valid);
-        cp_async16(&s_raw[(2 * s + 1) * kKeys * kPieces + c], a.v_cache + off, valid);
+        const int64_t off = key_offset(j) + pc * 16;
+        cp_async16(&s_raw[(2 * s) * kKeys * kPieces + c], a.k_cache + off, j < kv_end);
+        cp_async16(&s_raw[(2 * s + 1) * kKeys * kPieces + c], a.v_cache + off, j < kv_end);
       }
     } else {
       for (int c = tid; c < kKeys * kChunks; c += kThreads) {
         const int r = c / kChunks, ch = c % kChunks, j = j0 + r;
-        const bool valid = j < kv_end;
-        const int64_t kv_slot =
-            valid ? int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
-        const int64_t off = kv_slot * slot_elems + int64_t(kvh) * D + ch * 8;
-        cp_async16(&s_k[s * kKeys * kChunks + swizzle<D>(r, ch)], a.k_cache + off, valid);
-        cp_async16(&s_v[s * kKeys * kChunks + swizzle<D>(r, ch)], a.v_cache + off, valid);
+        const int64_t off = key_offset(j) + ch * 8;
+        cp_async16(&s_k[s * kKeys * kChunks + swizzle<D>(r, ch)], a.k_cache + off, j < kv_end);
+        cp_async16(&s_v[s * kKeys * kChunks + swizzle<D>(r, ch)], a.v_cache + off, j < kv_end);
       }
     }
     cp_async_commit();
