@@ -506,6 +506,63 @@ TEST_F(CudaOps, NormedQkvRopeCacheMatchesCpu) {
       }
 }
 
+TEST_F(CudaOps, NormedQkvRopeCacheE4m3HoldsTheRotatedRowsRounded) {
+  // The same projection into e4m3 caches (the GEMV's epilogue writes them for up to 8 rows;
+  // 12 rows take the plain ops): every cached byte is the rotated k or v value that the call
+  // also returns in qkv, clamped to +-448 and rounded to nearest even, as the CPU rounds it.
+  // Weights of scale 10 put some values past 448, so the clamp is exercised.
+  const int Hq = 4, Hkv = 2, D = 128;
+  const int64_t width = (Hq + 2 * Hkv) * D, blocks = 3, bs = 4, row = Hkv * D;
+  RopeParams p;
+  p.head_dim = p.rotary_dim = D;
+  for (int i = 0; i < D / 2; ++i) p.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / D));
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int64_t m : {1, 3, 8, 12}) {
+      const int64_t k = 520;
+      Tensor x = randn({m, k}), g = randn({k});
+      Tensor w = to_half(randn({width, k}, 10.0f), dt);
+      Tensor pos = Tensor::empty({m}, DType::I32), slots = Tensor::empty({m}, DType::I32);
+      for (int64_t t = 0; t < m; ++t) {
+        pos.data<int32_t>()[t] = int32_t(5 * t + 1);
+        slots.data<int32_t>()[t] = t == 1 ? -1 : int32_t(t);  // one padding row
+      }
+      Tensor normed_g = Tensor::empty({m, k}, DType::F32, kGpu);
+      Tensor qkv_g = Tensor::empty({m, width}, DType::F32, kGpu);
+      std::vector<uint8_t> canary(size_t(blocks * bs * row), 0x5a);
+      Tensor kc = Tensor::empty({blocks, bs, Hkv, D}, DType::F8_E4M3);
+      std::memcpy(kc.raw(), canary.data(), canary.size());
+      Tensor kc_g = kc.to(kGpu), vc_g = kc.to(kGpu);
+      rms_norm_matmul_rope_cache(x.to(kGpu), g.to(kGpu), 1e-5f, w.to(kGpu), normed_g, qkv_g, Hq,
+                                 pos.to(kGpu), p, kc_g, vc_g, slots.to(kGpu));
+      const Tensor qkv = host(qkv_g), kh = host(kc_g), vh = host(vc_g);
+      const std::string what = std::string(dtype_name(dt)) + " m=" + std::to_string(m);
+      int clamped = 0;
+      for (int64_t t = 0; t < m; ++t) {
+        const int32_t slot = slots.data<int32_t>()[t];
+        for (int kv = 0; kv < 2; ++kv)
+          for (int64_t i = 0; i < row; ++i) {
+            const float v = qkv.data<float>()[t * width + (Hq + kv * Hkv) * D + i];
+            const auto* bytes = static_cast<const uint8_t*>((kv ? vh : kh).raw());
+            if (slot < 0) continue;
+            clamped += std::fabs(v) > 448.0f;
+            ASSERT_EQ(bytes[slot * row + i], f32_to_fp8_e4m3(std::clamp(v, -448.0f, 448.0f)))
+                << what << " token " << t << (kv ? " v " : " k ") << i;
+          }
+      }
+      EXPECT_GT(clamped, 0) << what << ": no element past e4m3's range";
+      // The padding row's slot and the slots past the rows keep the canary.
+      for (int kv = 0; kv < 2; ++kv) {
+        const auto* bytes = static_cast<const uint8_t*>((kv ? vh : kh).raw());
+        for (int64_t i = m * row; i < blocks * bs * row; ++i)
+          ASSERT_EQ(bytes[i], 0x5a) << what << " byte " << i << " past the written slots";
+        if (m > 1) {
+          for (int64_t i = row; i < 2 * row; ++i)
+            ASSERT_EQ(bytes[i], 0x5a) << what << " slot 1 (padding row) written";
+        }
+      }
+    }
+}
+
 TEST_F(CudaOps, EmbeddingExact) {
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     Tensor t32 = randn({50, 72});

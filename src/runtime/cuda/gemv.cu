@@ -51,7 +51,8 @@ constexpr bool kIsFp8 = std::is_same_v<W, Fp8>;
 // Weights in a 16-byte piece.
 template <typename W>
 constexpr int kPer = 16 / int(sizeof(W));
-// The KV cache the rope fusion writes: the weights' type, bf16 beside FP8 weights.
+// The 16-bit KV cache the rope fusion writes: the weights' type, bf16 beside FP8 weights; or
+// an e4m3 cache (GemvArgs::cache_e4m3) beside any weights.
 template <typename W>
 using CacheOf = std::conditional_t<kIsFp8<W>, __nv_bfloat16, W>;
 
@@ -76,8 +77,9 @@ struct GemvArgs {
   // k pairs are rotated as rope_kernel does, k and v pairs also written to the caches.
   const int32_t* positions;
   const int32_t* slots;
-  CacheOf<W>* k_cache;
-  CacheOf<W>* v_cache;
+  void* k_cache;  // CacheOf<W>, or __nv_fp8_e4m3 where cache_e4m3
+  void* v_cache;
+  bool cache_e4m3;
   int q_heads, kv_heads, head_dim;
   float mscale;
   float inv_freq[kMaxRopePairs];
@@ -143,10 +145,15 @@ __device__ void rotate_and_cache(const GemvArgs<W>& a, int m, int unit, float x0
   if (h < a.q_heads || slot < 0) return;
   const bool is_k = h < a.q_heads + a.kv_heads;
   const int kv_head = h - a.q_heads - (is_k ? 0 : a.kv_heads);
-  CacheOf<W>* cache = (is_k ? a.k_cache : a.v_cache) +
-             (slot * a.kv_heads + kv_head) * a.head_dim + i;
-  cache[0] = from_float<CacheOf<W>>(x0);
-  cache[half] = from_float<CacheOf<W>>(x1);
+  const int64_t at = (slot * a.kv_heads + kv_head) * a.head_dim + i;
+  const auto write = [&](auto* cache) {
+    using C = std::remove_pointer_t<decltype(cache)>;
+    cache[at] = from_float<C>(x0);
+    cache[at + half] = from_float<C>(x1);
+  };
+  void* cache = is_k ? a.k_cache : a.v_cache;
+  if (a.cache_e4m3) write(static_cast<__nv_fp8_e4m3*>(cache));
+  else write(static_cast<CacheOf<W>*>(cache));
 }
 
 // kNorm: block 0 also writes x's normed rows (x * scale * norm weight, rms_norm's product
@@ -699,7 +706,8 @@ void launch_typed(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFus
     const RopeParams& p = *rc->params;
     a.positions = rc->positions->data<int32_t>();
     a.slots = rc->slot_mapping->data<int32_t>();
-    a.k_cache = rc->k_cache->data<CacheOf<W>>(), a.v_cache = rc->v_cache->data<CacheOf<W>>();
+    a.k_cache = rc->k_cache->raw(), a.v_cache = rc->v_cache->raw();
+    a.cache_e4m3 = rc->k_cache->dtype() == DType::F8_E4M3;
     a.q_heads = rc->q_heads;
     a.kv_heads = static_cast<int>(rc->k_cache->size(2));
     a.head_dim = p.head_dim;
@@ -740,12 +748,13 @@ bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& f) {
       w.size(0) > INT32_MAX / 2 || x.size(1) > INT32_MAX / 2)
     return false;
   if (f.silu_and_mul && w.size(0) % 2 != 0) return false;
-  if (const RopeCacheFusion* rc = f.rope_cache) {  // HF rotary over whole heads, 16-bit cache
+  if (const RopeCacheFusion* rc = f.rope_cache) {  // HF rotary over whole heads
     const RopeParams& p = *rc->params;
-    const DType cache_dt = fp8 ? DType::BF16 : dt;
+    const DType cache_dt = rc->k_cache->dtype();
     if (!f.norm_weight || !p.neox || p.ggml_theta || p.rotary_dim != p.head_dim ||
         p.head_dim / 2 > kMaxRopePairs || !p.freq_factors.empty() ||
-        rc->k_cache->dtype() != cache_dt || rc->v_cache->dtype() != cache_dt)
+        (cache_dt != (fp8 ? DType::BF16 : dt) && cache_dt != DType::F8_E4M3) ||
+        rc->v_cache->dtype() != cache_dt)
       return false;
   }
   if (f.norm_weight && (!f.norm_weight->is_contiguous() || !aligned16(*f.norm_weight)))
