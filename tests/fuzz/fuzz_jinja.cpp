@@ -36,12 +36,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto parsed = nlohmann::ordered_json::parse(context_text, nullptr, false);
     if (parsed.is_object()) context = std::move(parsed);
   }
-  // The server's limits are larger; these keep every limit reachable at a fuzzing pace. Outputs
+  // The server's limits are larger; these keep every limit reachable at a fuzzing pace (each
+  // loop step and output byte passes libFuzzer's comparison hooks, 57% of a run's time). Outputs
   // capped at 256 KiB instead of 1 MiB: 8x the executions a second over a grown corpus (43,493
   // inputs replayed in 10 s instead of 84 s), at 1.4% fewer edges reached (5,186 against 5,259).
+  // Then 50,000 steps instead of 200,000 and 64 KiB: a 20,000-input sample of a 74,887-input
+  // corpus replayed in 11.6 s instead of 36.6 s, reaching 5,600 edges instead of 5,627.
   vllm::RenderLimits limits;
-  limits.max_steps = 200'000;
-  limits.max_output_bytes = size_t(1) << 18;
+  limits.max_steps = 50'000;
+  limits.max_output_bytes = size_t(1) << 16;
   limits.max_time = std::chrono::milliseconds(2000);
   try {
     const vllm::ChatTemplate t = vllm::ChatTemplate::parse(std::string(source));
