@@ -201,9 +201,10 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
             : static_cast<int>(pow2_at_least(meta.max_blocks_per_seq, 16)) * a.block_size;
     const int graph_tokens = static_cast<int>(pow2_at_least(tokens, 1));
     const int graph_seqs = a.num_seqs + graph_tokens - tokens;
-    // Split the keys when the step alone cannot fill the GPU twice over and there are enough
-    // keys to share, keeping tokens x heads x splits partial rows under 4 x multiprocessors
-    // (the bound DecoderModel::graph_arena_bytes reserves for).
+    // MLA and the per-token kernel split the keys when the step alone cannot fill the GPU twice
+    // over and there are enough keys to share, keeping tokens x heads x splits partial rows
+    // under 4 x multiprocessors. (DecoderModel::graph_arena_bytes measures the partials a
+    // graph needs by running its steps.)
     const int64_t pairs = int64_t(tokens) * num_q_heads;
     const auto choose_splits = [&](int64_t blocks, int key_chunk) {
       const int64_t most =
@@ -239,10 +240,16 @@ void CudaBackend::paged_attention(const Tensor& q, const Tensor& k_cache, const 
       }
     } else if (flash_attention_supports(a)) {
       // Tensor cores for every step over a 16-bit or e4m3 cache with a supported head size.
-      // Key chunks of one tile: chunks of four (fewer merges) made the 1B-shape decode 2% slower.
-      splits = choose_splits(
-          int64_t(flash_attention_slots(a, graph_tokens, graph_seqs)) * a.num_kv_heads,
-          flash_attention_key_tile());
+      // Splits of at least one key tile, as many as make the blocks one full wave of the GPU
+      // (resident blocks a multiprocessor times multiprocessors), at most 64. Measured on the
+      // H200 (docs/benchmarks.md, 2026-12-05): a full wave beats both fewer splits and more
+      // (8B shape at 32k: 16, 24, 33, 49, 64 splits of 8 KV heads, two resident blocks a
+      // multiprocessor, decoded at 140, 158, 169, 152, 158 tok/s).
+      const int64_t blocks =
+          int64_t(flash_attention_slots(a, graph_tokens, graph_seqs)) * a.num_kv_heads;
+      const int64_t wave = int64_t(multiprocessors_) * flash_attention_blocks_per_sm(a);
+      const int64_t tiles = (max_seq + flash_attention_key_tile() - 1) / flash_attention_key_tile();
+      splits = static_cast<int>(std::clamp<int64_t>(std::min(tiles, wave / blocks), 1, 64));
       alloc_partials();
       launch_flash_attention(a, tokens, splits, stream_);
     } else {

@@ -65,6 +65,9 @@ bool flash_attention_supports(const AttnArgs<C>& a);
 template <typename C>
 int flash_attention_slots(const AttnArgs<C>& a, int tokens, int seqs);
 int flash_attention_key_tile();
+// Its blocks that one multiprocessor holds at once (by shared memory, registers and threads).
+template <typename C>
+int flash_attention_blocks_per_sm(const AttnArgs<C>& a);
 // Launches it over `tokens` query tokens on `stream` (supports(a) must hold). splits > 1
 // leaves partial results in a.part_o / a.part_ml for the merge kernel.
 template <typename C>

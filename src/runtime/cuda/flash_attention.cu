@@ -23,6 +23,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -361,12 +362,32 @@ int flash_attention_slots(const AttnArgs<C>& a, int tokens, int seqs);
 
 namespace {
 
+// Above the 48 KiB default; set per call, as the limit is per device.
+template <typename C, int D>
+void allow_smem() {
+  VLLM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<C, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       smem_bytes<D>()));
+}
+
+// Asked once a process (every layer of every step chooses its splits from it): a property of
+// the kernel and the GPU architecture, the same for every GPU of one kind.
+template <typename C, int D>
+int blocks_per_sm() {
+  static const int n = [] {
+    allow_smem<C, D>();
+    int blocks = 0;
+    VLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, flash_attention_kernel<C, D>, kThreads, smem_bytes<D>()));
+    return std::max(blocks, 1);
+  }();
+  return n;
+}
+
 template <typename C, int D>
 void launch_for_dim(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
-  // Above the 48 KiB default; set per call, as the limit is per device.
-  VLLM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<C, D>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  allow_smem<C, D>();
   const dim3 grid(static_cast<unsigned>(flash_attention_slots(a, tokens, a.num_seqs)),
                   static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(splits));
   launch(flash_attention_kernel<C, D>, grid, kThreads, kSmem, stream, a);
@@ -394,6 +415,15 @@ int flash_attention_slots(const AttnArgs<C>& a, int tokens, int seqs) {
 int flash_attention_key_tile() { return kKeys; }
 
 template <typename C>
+int flash_attention_blocks_per_sm(const AttnArgs<C>& a) {
+  if constexpr (std::is_same_v<C, float>) {
+    return 1;
+  } else {
+    return a.head_dim == 64 ? blocks_per_sm<C, 64>() : blocks_per_sm<C, 128>();
+  }
+}
+
+template <typename C>
 void launch_flash_attention(const AttnArgs<C>& a, int tokens, int splits, cudaStream_t stream) {
   if constexpr (!std::is_same_v<C, float>) {
     if (a.head_dim == 64) launch_for_dim<C, 64>(a, tokens, splits, stream);
@@ -405,13 +435,17 @@ template bool flash_attention_supports(const AttnArgs<float>&);
 template bool flash_attention_supports(const AttnArgs<__half>&);
 template bool flash_attention_supports(const AttnArgs<__nv_bfloat16>&);
 template int flash_attention_slots(const AttnArgs<float>&, int, int);
+template int flash_attention_blocks_per_sm(const AttnArgs<float>&);
 template int flash_attention_slots(const AttnArgs<__half>&, int, int);
+template int flash_attention_blocks_per_sm(const AttnArgs<__half>&);
 template int flash_attention_slots(const AttnArgs<__nv_bfloat16>&, int, int);
+template int flash_attention_blocks_per_sm(const AttnArgs<__nv_bfloat16>&);
 template void launch_flash_attention(const AttnArgs<float>&, int, int, cudaStream_t);
 template void launch_flash_attention(const AttnArgs<__half>&, int, int, cudaStream_t);
 template void launch_flash_attention(const AttnArgs<__nv_bfloat16>&, int, int, cudaStream_t);
 template bool flash_attention_supports(const AttnArgs<__nv_fp8_e4m3>&);
 template int flash_attention_slots(const AttnArgs<__nv_fp8_e4m3>&, int, int);
+template int flash_attention_blocks_per_sm(const AttnArgs<__nv_fp8_e4m3>&);
 template void launch_flash_attention(const AttnArgs<__nv_fp8_e4m3>&, int, int, cudaStream_t);
 
 }  // namespace vllm::cuda
