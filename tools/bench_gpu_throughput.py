@@ -30,6 +30,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--enforce-eager", action="store_true")
     ap.add_argument("--quantization", default="", help="passed on (e.g. fp8)")
+    ap.add_argument("--kv-cache-dtype", default="auto", help="passed on (auto, fp8)")
     ap.add_argument("--tensor-parallel-size", type=int, default=1, help="passed on")
     args = ap.parse_args()
     rng = random.Random(0)
@@ -48,6 +49,8 @@ def main():
             cmd.append("--enforce-eager")
         if args.quantization:
             cmd += ["--quantization", args.quantization]
+        if args.kv_cache_dtype != "auto":
+            cmd += ["--kv-cache-dtype", args.kv_cache_dtype]
         if args.tensor_parallel_size != 1:
             cmd += ["--tensor-parallel-size", str(args.tensor_parallel_size)]
         t0 = time.perf_counter()
@@ -68,6 +71,7 @@ def main():
     print(json.dumps({"engine": "vllm-cpp", "model": args.model, "num_prompts": args.num_prompts,
                       "enforce_eager": args.enforce_eager,
                       "quantization": args.quantization or None,
+                      "kv_cache_dtype": args.kv_cache_dtype,
                       "tensor_parallel_size": args.tensor_parallel_size,
                       "input_len": args.input_len, "output_len": args.output_len,
                       "generated_tokens": generated, "elapsed_s": round(elapsed, 2),
