@@ -539,11 +539,11 @@ TEST_F(CudaOps, NormedQkvRopeCacheE4m3HoldsTheRotatedRowsRounded) {
       int clamped = 0;
       for (int64_t t = 0; t < m; ++t) {
         const int32_t slot = slots.data<int32_t>()[t];
+        if (slot < 0) continue;
         for (int kv = 0; kv < 2; ++kv)
           for (int64_t i = 0; i < row; ++i) {
             const float v = qkv.data<float>()[t * width + (Hq + kv * Hkv) * D + i];
             const auto* bytes = static_cast<const uint8_t*>((kv ? vh : kh).raw());
-            if (slot < 0) continue;
             clamped += std::fabs(v) > 448.0f;
             ASSERT_EQ(bytes[slot * row + i], f32_to_fp8_e4m3(std::clamp(v, -448.0f, 448.0f)))
                 << what << " token " << t << (kv ? " v " : " k ") << i;
