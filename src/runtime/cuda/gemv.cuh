@@ -14,5 +14,11 @@ namespace vllm::cuda {
 bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& fusion);
 void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& fusion,
                  int multiprocessors, cudaStream_t stream);
+// Backend::prefetch_weights for the GEMV: where `rows` is within its range, one small kernel
+// asks the copy engines of up to `multiprocessors` multiprocessors to bring w's bytes into L2
+// (cp.async.bulk.prefetch; per 128-byte line before sm_90) and ends with the stream's order
+// kept, so that the GEMV that follows reads them from L2.
+void launch_l2_prefetch(const Tensor& w, int64_t rows, int multiprocessors,
+                        cudaStream_t stream);
 
 }  // namespace vllm::cuda
