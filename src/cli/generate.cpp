@@ -107,10 +107,9 @@ void add_kernel_options(CLI::App& cmd, KernelOptions& o) {
                "CUDA: FP8 weights' decode GEMV on the tensor cores (experimental: slower than "
                "the default CUDA-core kernel so far)");
   cmd.add_option("--cuda-l2-prefetch", o.cuda_l2_prefetch,
-                 "CUDA decode: weights prefetched into L2 ahead of their GEMV, bits: 1 the "
-                 "attention output projection during attention, 2 the next layer's qkv during "
-                 "the down projection")
-      ->check(CLI::Range(0, 3))->capture_default_str();
+                 "CUDA decode: prefetch the attention output projection's weights into L2 "
+                 "during attention (true/false)")
+      ->capture_default_str();
   cmd.add_option("--cuda-repeat-kernel", o.cuda_repeat_kernel,
                  "Profiling: launch every CUDA kernel whose name contains this twice (its cost "
                  "in the step is the difference in speed)");

@@ -633,7 +633,7 @@ void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, 
   // and attention, which read little memory, run (decode-sized steps on CUDA; elsewhere a
   // no-op).
   const auto prefetch_o = [&] {
-    if (kernel_options().cuda_l2_prefetch & 1) L.o.prefetch(s.residual.size(0));
+    if (kernel_options().cuda_l2_prefetch) L.o.prefetch(s.residual.size(0));
   };
   if (pre_norm && spec.qk_norm == QkNorm::kNone) {  // one fused front-end where there is one
     L.qkv.normed_rope_cache(s.residual, L.attn_norm, eps, s.h, s.qkv, c.num_heads, in.positions,
@@ -699,7 +699,7 @@ void DecoderModel::mla_attention_block(const Layer& L, int i, const StepInputs& 
   // touched.
   Tensor& row = cache.k[i];
   Tensor c_lanes = row.slice(3, 0, lat), pe_lanes = row.slice(3, lat, rot);
-  if (kernel_options().cuda_l2_prefetch & 1) L.o.prefetch(s.residual.size(0));  // as above
+  if (kernel_options().cuda_l2_prefetch) L.o.prefetch(s.residual.size(0));  // as above
   mla_rope_and_cache(latent, L.kv_a_norm, eps, heads.slice(2, nope, rot), q_pe, k_pe,
                      in.positions, L.rope, c_lanes, pe_lanes, in.slots[layer_group_[i]]);
   mla_attend(row.slice(3, 0, m.latent_width()), lat, *in.meta[layer_group_[i]],
@@ -755,15 +755,7 @@ void DecoderModel::mlp_block(int layer, const Layer& L, Scratch& s) const {
     else if (config_.gelu_f16) gelu_tanh_f16_and_mul(s.gate_up, s.act);
     else gelu_tanh_and_mul(s.gate_up, s.act);
   }
-  prefetch_next_qkv(layer, s.act.size(0));
   add_block_output(L.down, s.act, L.ffn_post_norm, s.block_out, s.residual);
-}
-
-// The next layer's qkv projection streams into L2 beside the down projection, which leaves
-// bandwidth unused (decode-sized steps on CUDA; elsewhere a no-op).
-void DecoderModel::prefetch_next_qkv(int layer, int64_t rows) const {
-  if ((kernel_options().cuda_l2_prefetch & 2) && layer + 1 < int(layers_.size()))
-    layers_[layer + 1].qkv.prefetch(rows);
 }
 
 // Routing on the host (CPU models): for each token, the MoeSpec's scores, the group limit, the
@@ -963,7 +955,6 @@ void DecoderModel::moe_experts_device(int layer, const Layer& L, const Tensor& h
   Tensor act = Tensor::empty({S, F}, DType::F32, device_);
   Tensor y = Tensor::empty({S, H}, DType::F32, device_);
   moe_matmul_silu(h, plan.token, L.stacked_gate_up, plan, act);
-  prefetch_next_qkv(layer, T);
   moe_matmul(act, Tensor(), L.stacked_down, plan, y);
   moe_combine(y, ids, weights, plan, out, extra, accumulate);
 }

@@ -172,8 +172,6 @@ class DecoderModel {
   // residual += post_norm(out) * residual_multiplier, where out = lin(x); scratch `product`.
   void add_block_output(const Linear& lin, const Tensor& x, const Tensor& post_norm,
                         Tensor& product, Tensor& residual) const;
-  // Layer `layer + 1`'s qkv weights prefetched (--cuda-l2-prefetch bit 2) for `rows` rows.
-  void prefetch_next_qkv(int layer, int64_t rows) const;
 
   void make_kv_cache_groups();
   // MLA models cache one latent row per token and layer (every layer is MLA or none is).

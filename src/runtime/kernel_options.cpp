@@ -20,9 +20,6 @@ void set_kernel_options(const KernelOptions& o) {
       o.gemv_slices != 8)
     throw Error("--gemv-slices " + std::to_string(o.gemv_slices) + ": expected 0 (per shape), 1, "
                 "2, 4 or 8");
-  if (o.cuda_l2_prefetch < 0 || o.cuda_l2_prefetch > 3)
-    throw Error("--cuda-l2-prefetch " + std::to_string(o.cuda_l2_prefetch) +
-                ": expected 0 to 3 (bits: 1 o-proj, 2 the next layer's qkv)");
   options() = o;
 }
 

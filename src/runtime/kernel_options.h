@@ -17,10 +17,9 @@ struct KernelOptions {
   // FP8 weights' GEMV (up to 8 rows) on the tensor cores (f16 MMA of e4m3 pairs against x as
   // two f16 terms) instead of the CUDA cores. Off: slower so far (docs/benchmarks.md).
   bool fp8_gemv_tensor_cores = false;
-  // Decode (GEMV-sized steps): weights prefetched into L2 ahead of their GEMV, a bit mask: 1
-  // the attention output projection during the rotation and attention, 2 the next layer's qkv
-  // projection during the MLP's down projection.
-  int cuda_l2_prefetch = 0;  // off until measured on a GPU
+  // Decode (GEMV-sized steps): the attention output projection's weights prefetched into L2
+  // while the rotation and attention run.
+  bool cuda_l2_prefetch = false;  // off until measured on a GPU
   // Profiling: every launch of a kernel whose name contains this runs twice (its cost in the
   // step is the difference); empty: none.
   std::string cuda_repeat_kernel;

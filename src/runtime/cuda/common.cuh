@@ -44,6 +44,16 @@ __device__ __forceinline__ void pdl_begin() {
   pdl_launch_dependents();
 }
 
+// 16 bytes of weights streamed once: read-only, and not kept in L1, so that the activations
+// the same kernel reads again and again stay there.
+__device__ __forceinline__ uint4 load_streamed(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
 // Two e4m3 values as floats, through f16 (exact: every e4m3 value is an f16 value).
 __device__ __forceinline__ float2 e4m3x2_to_float2(__nv_fp8x2_storage_t v) {
   return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(v, __NV_E4M3)));

@@ -474,7 +474,7 @@ moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restr
     for (int p = lane; p < pieces; p += 32) {
       uint4 u[C];
 #pragma unroll
-      for (int c = 0; c < C; ++c) u[c] = __ldg(wc[c] + p);
+      for (int c = 0; c < C; ++c) u[c] = load_streamed(wc[c] + p);
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
         if (i >= m) break;
