@@ -1,7 +1,7 @@
 // Kernel choices for A/B measurements, profiling and tests: the defaults are what the engine
 // runs; the command line can change them (cli: --cpu-isa, --no-cuda-fusion, --no-cuda-pdl,
-// --gemv-slices, --fp8-gemv-tensor-cores, --cuda-repeat-kernel) before the first kernel
-// runs. No environment variable changes a kernel.
+// --gemv-slices, --fp8-gemv-tensor-cores, --cuda-l2-prefetch, --cuda-repeat-kernel) before
+// the first kernel runs. No environment variable changes a kernel.
 #pragma once
 #include <string>
 

@@ -118,15 +118,12 @@ __device__ __forceinline__ float dot8(const float (&w)[8], float4 a, float4 b) {
   return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
          w[6] * b.z + w[7] * b.w;
 }
-// FP8: a piece of 16 as two chains, even and odd elements left to right, then their sum (two
-// dependent chains of 8 instead of one of 16: the H200 profile showed the FP8 GEMV's warps
-// waiting on this chain's fixed latency).
+// FP8: a piece of 16, left to right.
 __device__ __forceinline__ float dot16(const float (&w)[16], const float4 (&x)[4]) {
-  const float* xf = reinterpret_cast<const float*>(x);
-  float even = w[0] * xf[0], odd = w[1] * xf[1];
+  float s = w[0] * x[0].x;
 #pragma unroll
-  for (int i = 2; i < 16; i += 2) even += w[i] * xf[i], odd += w[i + 1] * xf[i + 1];
-  return even + odd;
+  for (int i = 1; i < 16; ++i) s += w[i] * reinterpret_cast<const float*>(x)[i];
+  return s;
 }
 
 // kRope epilogue for row m of pair `unit` (head h, pair i) with values (x0, x1): q and k heads
@@ -772,9 +769,10 @@ namespace {
 constexpr int kPrefetchThreads = 32;
 
 // Thread t of the grid prefetches chunk t (`chunk` bytes, a multiple of 16; the last one
-// shorter) once the kernel before it has finished: issued earlier, the prefetch would compete
-// with that kernel's own stream of weights and be evicted by it before use (measured on the
-// H200: the 8B shape's decode fell from 229 to 196 tok/s). Its dependents launch at once.
+// shorter) once the kernel before it has finished: issued earlier (the first form), the
+// prefetch competed with that kernel's own stream of weights and was evicted by it before use
+// (H200: the 8B shape's decode fell from 229 to 196 tok/s). This form is unmeasured. Its
+// dependents launch at once.
 __global__ void __launch_bounds__(kPrefetchThreads)
     l2_prefetch_kernel(const char* p, int64_t bytes, int64_t chunk) {
   pdl_launch_dependents();

@@ -15,9 +15,9 @@ bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& fusion);
 void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& fusion,
                  int multiprocessors, cudaStream_t stream);
 // Backend::prefetch_weights for the GEMV: where `rows` is within its range, one small kernel
-// asks the copy engines of up to `multiprocessors` multiprocessors to bring w's bytes into L2
-// (cp.async.bulk.prefetch; per 128-byte line before sm_90) and ends with the stream's order
-// kept, so that the GEMV that follows reads them from L2.
+// (a warp on each of up to `multiprocessors` multiprocessors) waits for the kernel before it,
+// then asks for w's bytes in L2 (cp.async.bulk.prefetch; per 128-byte line before sm_90), so
+// that the GEMV after the kernels in between reads them from L2. Keeps the stream's order.
 void launch_l2_prefetch(const Tensor& w, int64_t rows, int multiprocessors,
                         cudaStream_t stream);
 
