@@ -1447,6 +1447,14 @@ TEST_F(CudaOps, SampleRowsMatchesDefinition) {
 // so a product that read x early would have the wrong sign. K = 99 f32: no GEMV, and a byte
 // count that is no multiple of 16 (the prefetch leaves the tail).
 TEST_F(CudaOps, PrefetchedWeightsGiveTheSameProducts) {
+  const KernelOptions saved = kernel_options();
+  KernelOptions on = saved;
+  on.cuda_l2_prefetch = true;  // the hint is dropped without --cuda-l2-prefetch
+  set_kernel_options(on);
+  struct Restore {
+    KernelOptions o;
+    ~Restore() { set_kernel_options(o); }
+  } restore{saved};
   for (DType dt : {DType::BF16, DType::F16, DType::F32})
     for (int64_t k : {4096, 99}) {
       if (k % 8 != 0 && dt != DType::F32) continue;

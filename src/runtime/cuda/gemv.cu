@@ -795,16 +795,19 @@ __global__ void __launch_bounds__(kPrefetchThreads)
 
 void launch_l2_prefetch(const Tensor& w, int64_t rows, int multiprocessors,
                         cudaStream_t stream) {
+  if (!kernel_options().cuda_l2_prefetch) return;  // --cuda-l2-prefetch: off by default
   if (rows < 1 || rows > kMaxRows || w.ndim() != 2 || !w.is_contiguous()) return;
-  // The bytes the GEMV reads (FP8: the row scales after them are left out).
-  const int64_t bytes = w.dtype() == DType::FP8_E4M3 ? w.size(0) * w.size(1) : w.nbytes();
+  // The bytes the GEMV reads (FP8: the row scales after them are left out), less a tail under
+  // 16 bytes, which stays unprefetched.
+  const int64_t read = w.dtype() == DType::FP8_E4M3 ? w.size(0) * w.size(1) : w.nbytes();
+  const int64_t bytes = read / 16 * 16;
   const int64_t threads = int64_t(std::max(multiprocessors, 1)) * kPrefetchThreads;
   const int64_t chunk = std::max<int64_t>(4096, (bytes / threads + 15) / 16 * 16);
-  const int64_t chunks = (bytes / 16 * 16 + chunk - 1) / chunk;  // a tail under 16 bytes: left
+  const int64_t chunks = (bytes + chunk - 1) / chunk;
   if (chunks == 0 || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) return;
   const auto blocks = unsigned((chunks + kPrefetchThreads - 1) / kPrefetchThreads);
   launch(l2_prefetch_kernel, blocks, kPrefetchThreads, 0, stream,
-         static_cast<const char*>(w.raw()), bytes / 16 * 16, chunk);
+         static_cast<const char*>(w.raw()), bytes, chunk);
 }
 
 void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& f,
