@@ -106,9 +106,6 @@ void add_kernel_options(CLI::App& cmd, KernelOptions& o) {
   cmd.add_flag("--fp8-gemv-tensor-cores", o.fp8_gemv_tensor_cores,
                "CUDA: FP8 weights' decode GEMV on the tensor cores (experimental: slower than "
                "the default CUDA-core kernel so far)");
-  cmd.add_flag("--cuda-l2-prefetch", o.cuda_l2_prefetch,
-               "CUDA decode: prefetch the attention output projection's weights into L2 during "
-               "attention (experimental: its first form was slower, this one is unmeasured)");
   cmd.add_option("--cuda-repeat-kernel", o.cuda_repeat_kernel,
                  "Profiling: launch every CUDA kernel whose name contains this twice (its cost "
                  "in the step is the difference in speed)");

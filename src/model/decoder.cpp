@@ -628,17 +628,12 @@ void DecoderModel::attention_block(const Layer& L, int i, const StepInputs& in, 
   const AttentionMeta& meta = *in.meta[layer_group_[i]];
   Tensor q = s.qkv.slice(1, 0, c.q_size()).split_last(c.num_heads);
   const bool pre_norm = L.attn_norm.defined();
-  // After the projection, a hint that the output projection comes next: its weights may
-  // stream into L2 while the rotation and attention, which read little memory, run (CUDA with
-  // --cuda-l2-prefetch; elsewhere a no-op).
   if (pre_norm && spec.qk_norm == QkNorm::kNone) {  // one fused front-end where there is one
     L.qkv.normed_rope_cache(s.residual, L.attn_norm, eps, s.h, s.qkv, c.num_heads, in.positions,
                             L.rope, k_cache, v_cache, slots);
-    L.o.prefetch(s.residual.size(0));
   } else {
     if (pre_norm) L.qkv.normed(s.residual, L.attn_norm, eps, s.h, s.qkv);
     else L.qkv(s.residual, s.qkv);
-    L.o.prefetch(s.residual.size(0));
     QkvHeads heads = split_qkv(s.qkv, c.num_heads, c.num_kv_heads, c.head_dim);
     if (spec.qk_norm == QkNorm::kPerHead) {  // between the projection and the rotation
       const HeadNorms norms{&L.q_norm, &L.k_norm, eps, c.num_heads};
@@ -695,7 +690,6 @@ void DecoderModel::mla_attention_block(const Layer& L, int i, const StepInputs& 
   // touched.
   Tensor& row = cache.k[i];
   Tensor c_lanes = row.slice(3, 0, lat), pe_lanes = row.slice(3, lat, rot);
-  L.o.prefetch(s.residual.size(0));  // as in attention_block
   mla_rope_and_cache(latent, L.kv_a_norm, eps, heads.slice(2, nope, rot), q_pe, k_pe,
                      in.positions, L.rope, c_lanes, pe_lanes, in.slots[layer_group_[i]]);
   mla_attend(row.slice(3, 0, m.latent_width()), lat, *in.meta[layer_group_[i]],

@@ -440,8 +440,4 @@ void Linear::accumulate(const Tensor& x, Tensor& product, Tensor& out) const {
   matmul_add(x, parts[0], product, out);
 }
 
-void Linear::prefetch(int64_t rows) const {
-  for (const Tensor& w : parts) prefetch_weights(w, rows);
-}
-
 }  // namespace vllm

@@ -100,8 +100,6 @@ struct Linear {
                          const Tensor& slot_mapping) const;
   // out += this(x); scratch product of out's shape.
   void accumulate(const Tensor& x, Tensor& product, Tensor& out) const;
-  // A hint that this will soon multiply `rows` rows (Backend::prefetch_weights).
-  void prefetch(int64_t rows) const;
 };
 
 }  // namespace vllm

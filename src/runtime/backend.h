@@ -123,10 +123,6 @@ class Backend {
   }
   // out[R] (i32) = index of the largest element of each row of x[R, C]; ties: lowest index.
   virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;
-  // A hint that weights w will soon be multiplied by `rows` rows: a backend may start
-  // bringing them nearer (CUDA: into L2 while the kernels before the product leave the memory
-  // bus idle). Changes no value; the default does nothing.
-  virtual void prefetch_weights(const Tensor& /*w*/, int64_t /*rows*/) {}
   // out[R] (i32) = a token drawn from each row of logits[R, V] by params[R, 4] (temperature,
   // top_p, min_p, uniform u in [0, 1)) and top_k[R] (i32, <= 0 off); see ops.h. Accelerators
   // only: on the CPU the host sampler (model/sampler.h) reads the logits where they are.

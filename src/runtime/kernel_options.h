@@ -1,7 +1,7 @@
 // Kernel choices for A/B measurements, profiling and tests: the defaults are what the engine
 // runs; the command line can change them (cli: --cpu-isa, --no-cuda-fusion, --no-cuda-pdl,
-// --gemv-slices, --fp8-gemv-tensor-cores, --cuda-l2-prefetch, --cuda-repeat-kernel) before
-// the first kernel runs. No environment variable changes a kernel.
+// --gemv-slices, --fp8-gemv-tensor-cores, --cuda-repeat-kernel) before the first kernel
+// runs. No environment variable changes a kernel.
 #pragma once
 #include <string>
 
@@ -17,9 +17,6 @@ struct KernelOptions {
   // FP8 weights' GEMV (up to 8 rows) on the tensor cores (f16 MMA of e4m3 pairs against x as
   // two f16 terms) instead of the CUDA cores. Off: slower so far (docs/benchmarks.md).
   bool fp8_gemv_tensor_cores = false;
-  // Decode (GEMV-sized steps): the attention output projection's weights prefetched into L2
-  // while the rotation and attention run.
-  bool cuda_l2_prefetch = false;  // off until measured on a GPU
   // Profiling: every launch of a kernel whose name contains this runs twice (its cost in the
   // step is the difference); empty: none.
   std::string cuda_repeat_kernel;

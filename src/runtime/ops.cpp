@@ -647,10 +647,6 @@ void argmax_rows(const Tensor& x, Tensor& out) {
   backend_for(out.device()).argmax_rows(x, out);
 }
 
-void prefetch_weights(const Tensor& w, int64_t rows) {
-  if (w.defined()) backend_for(w.device()).prefetch_weights(w, rows);
-}
-
 void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& top_k, Tensor& out) {
   expect(logits, "logits", 2, DType::F32);
   expect(params, "params", 2, DType::F32);

@@ -256,8 +256,6 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
 // out[R] i32 = argmax of each row of x[R, C] f32 (the first of equal maxima): greedy sampling
 // where the logits live, so that only token ids travel.
 void argmax_rows(const Tensor& x, Tensor& out);
-// Backend::prefetch_weights: a hint, no value changes.
-void prefetch_weights(const Tensor& w, int64_t rows);
 // out[R] i32 = one token per row of logits[R, V] f32, drawn where the logits live. params[R, 4]
 // f32 per row: temperature (< 1e-5: greedy), top_p, min_p, and u, a uniform draw in [0, 1)
 // from the request's generator; top_k[R] i32 (<= 0: off). Kept: the top_k largest logits,

@@ -1441,45 +1441,6 @@ TEST_F(CudaOps, SampleRowsMatchesDefinition) {
   }
 }
 
-// Backend::prefetch_weights is a hint: the products after it are those without it, bit for
-// bit, and the kernel before it has finished when the product reads x (the prefetch kernel
-// keeps the stream's order under programmatic dependent launch). Each round negates x (exact),
-// so a product that read x early would have the wrong sign. K = 99 f32: no GEMV, and a byte
-// count that is no multiple of 16 (the prefetch leaves the tail).
-TEST_F(CudaOps, PrefetchedWeightsGiveTheSameProducts) {
-  const KernelOptions saved = kernel_options();
-  KernelOptions on = saved;
-  on.cuda_l2_prefetch = true;  // the hint is dropped without --cuda-l2-prefetch
-  set_kernel_options(on);
-  struct Restore {
-    KernelOptions o;
-    ~Restore() { set_kernel_options(o); }
-  } restore{saved};
-  for (DType dt : {DType::BF16, DType::F16, DType::F32})
-    for (int64_t k : {4096, 99}) {
-      if (k % 8 != 0 && dt != DType::F32) continue;
-      for (int64_t m : {1, 3, 8, 9}) {
-        Tensor w32 = randn({300, k}, 0.1f);
-        Tensor w = (dt == DType::F32 ? w32 : to_half(w32, dt)).to(kGpu);
-        Tensor x = randn({m, k}).to(kGpu);
-        Tensor out = Tensor::empty({m, 300}, DType::F32, kGpu);
-        matmul(x, w, out);
-        const Tensor ref = host(out);
-        for (int round = 1; round <= 12; ++round) {
-          scale(x, -1.0f);
-          prefetch_weights(w, m);
-          matmul(x, w, out);
-          const Tensor got = host(out);
-          const float sign = round % 2 ? -1.0f : 1.0f;
-          int64_t bad = 0;
-          for (int64_t i = 0; i < got.numel(); ++i)
-            bad += got.data<float>()[i] != sign * ref.data<float>()[i];
-          ASSERT_EQ(bad, 0) << dtype_name(dt) << " m=" << m << " k=" << k << " round " << round;
-        }
-      }
-    }
-}
-
 TEST_F(CudaOps, ArgmaxRowsMatchesCpu) {
   Tensor x = randn({9, 50000});
   x.data<float>()[3 * 50000 + 7] = 100.0f;  // a tie: the first index wins

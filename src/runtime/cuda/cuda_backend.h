@@ -82,7 +82,6 @@ class CudaBackend final : public Backend {
                        const AttentionMeta& meta, float scale, int sliding_window,
                        Tensor& out) override;
   void argmax_rows(const Tensor& x, Tensor& out) override;
-  void prefetch_weights(const Tensor& w, int64_t rows) override;
   void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& top_k,
                    Tensor& out) override;
 

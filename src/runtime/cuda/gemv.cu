@@ -764,52 +764,6 @@ bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& f) {
   return (!f.norm_weight && !f.silu_and_mul) || staged_bytes(x) <= kMaxStagedBytes;
 }
 
-namespace {
-
-constexpr int kPrefetchThreads = 32;
-
-// Thread t of the grid prefetches chunk t (`chunk` bytes, a multiple of 16; the last one
-// shorter) once the kernel before it has finished: issued earlier (the first form), the
-// prefetch competed with that kernel's own stream of weights and was evicted by it before use
-// (H200: the 8B shape's decode fell from 229 to 196 tok/s). This form is unmeasured. Its
-// dependents launch at once.
-__global__ void __launch_bounds__(kPrefetchThreads)
-    l2_prefetch_kernel(const char* p, int64_t bytes, int64_t chunk) {
-  pdl_launch_dependents();
-  pdl_wait();
-  const int64_t t = int64_t(blockIdx.x) * kPrefetchThreads + threadIdx.x;
-  const int64_t begin = t * chunk, n = std::min(chunk, bytes - begin);
-  if (n > 0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + begin),
-                 "r"(uint32_t(n))
-                 : "memory");
-#else
-    for (int64_t o = 0; o < n; o += 128)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(p + begin + o) : "memory");
-#endif
-  }
-}
-
-}  // namespace
-
-void launch_l2_prefetch(const Tensor& w, int64_t rows, int multiprocessors,
-                        cudaStream_t stream) {
-  if (!kernel_options().cuda_l2_prefetch) return;  // --cuda-l2-prefetch: off by default
-  if (rows < 1 || rows > kMaxRows || w.ndim() != 2 || !w.is_contiguous()) return;
-  // The bytes the GEMV reads (FP8: the row scales after them are left out), less a tail under
-  // 16 bytes, which stays unprefetched.
-  const int64_t read = w.dtype() == DType::FP8_E4M3 ? w.size(0) * w.size(1) : w.nbytes();
-  const int64_t bytes = read / 16 * 16;
-  const int64_t threads = int64_t(std::max(multiprocessors, 1)) * kPrefetchThreads;
-  const int64_t chunk = std::max<int64_t>(4096, (bytes / threads + 15) / 16 * 16);
-  const int64_t chunks = (bytes + chunk - 1) / chunk;
-  if (chunks == 0 || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) return;
-  const auto blocks = unsigned((chunks + kPrefetchThreads - 1) / kPrefetchThreads);
-  launch(l2_prefetch_kernel, blocks, kPrefetchThreads, 0, stream,
-         static_cast<const char*>(w.raw()), bytes, chunk);
-}
-
 void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& f,
                  int multiprocessors, cudaStream_t stream) {
   if (x.size(0) == 0 || w.size(0) == 0) return;

@@ -14,12 +14,5 @@ namespace vllm::cuda {
 bool gemv_applies(const Tensor& x, const Tensor& w, const MatmulFusion& fusion);
 void launch_gemv(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& fusion,
                  int multiprocessors, cudaStream_t stream);
-// Backend::prefetch_weights for the GEMV: with --cuda-l2-prefetch (KernelOptions) and `rows`
-// within the GEMV's range, one small kernel (a warp on each of up to `multiprocessors`
-// multiprocessors) waits for the kernel before it, then asks for w's bytes in L2
-// (cp.async.bulk.prefetch; per 128-byte line before sm_90), so that the GEMV after the kernels
-// in between reads them from L2. Keeps the stream's order. Without the option, nothing.
-void launch_l2_prefetch(const Tensor& w, int64_t rows, int multiprocessors,
-                        cudaStream_t stream);
 
 }  // namespace vllm::cuda

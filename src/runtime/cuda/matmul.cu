@@ -207,10 +207,6 @@ bool CudaBackend::matmul_fused(const Tensor& x, const Tensor& w, Tensor& out,
   return run_matmul(x, w, out, f);
 }
 
-void CudaBackend::prefetch_weights(const Tensor& w, int64_t rows) {
-  launch_l2_prefetch(w, rows, multiprocessors_, stream_);
-}
-
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   run_matmul(x, w, out, {});
 }
