@@ -23,7 +23,9 @@ class Backend {
   virtual Device device() const = 0;
   virtual void* alloc(size_t bytes) = 0;
   virtual void free(void* ptr) = 0;
-  // Copies between this backend's device and the host (or within the device).
+  // Copies between this backend's device and the host (or within the device). On return a
+  // copy to the host is complete and the source of a copy from the host has been read (a
+  // device may still be writing it out; its later work sees it).
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     size_t bytes) = 0;
   virtual void synchronize() = 0;

@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "runtime/backend.h"
 #include "runtime/device.h"
@@ -1460,6 +1461,38 @@ TEST(CudaDevice, ParseDeviceNames) {
   EXPECT_THROW(parse_device("cuda:99"), Error);
   if (cuda_device_count() > 0) EXPECT_EQ(parse_device("cuda"), kGpu);
   else EXPECT_THROW(parse_device("cuda"), Error);
+}
+
+// Host-to-device copies of 1 MiB and more go through the backend's pinned buffers (16 MiB
+// each, four in turn, so the 80 MiB copy reuses them): sizes on both sides of those bounds,
+// from an unaligned source that is overwritten as soon as copy() returns (it must have been
+// read by then), several copies in flight before one read back, and the buffers freed and made
+// again in between.
+TEST_F(CudaOps, LargeUploadsArriveWhole) {
+  Backend& be = backend_for(kGpu);
+  const std::vector<size_t> sizes = {(size_t(1) << 20) - 1, size_t(1) << 20,
+                                     (size_t(16) << 20) + 3, (size_t(80) << 20) + 12345,
+                                     size_t(3) << 20};
+  std::vector<std::vector<uint8_t>> expected;
+  std::vector<void*> device;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i == 3) be.release_cached_memory();
+    std::vector<uint8_t> src(sizes[i] + 1);
+    uint32_t h = 2166136261u + uint32_t(i);
+    for (uint8_t& b : src) b = uint8_t((h = h * 16777619u + 1u) >> 24);
+    expected.emplace_back(src.begin() + 1, src.end());
+    device.push_back(be.alloc(sizes[i]));
+    be.copy(device.back(), kGpu, src.data() + 1, kCpu, sizes[i]);
+    std::fill(src.begin(), src.end(), uint8_t(0xA5));
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<uint8_t> got(sizes[i]);
+    be.copy(got.data(), kCpu, device[i], kGpu, sizes[i]);
+    size_t bad = 0;
+    for (size_t j = 0; j < sizes[i]; ++j) bad += got[j] != expected[i][j];
+    EXPECT_EQ(bad, 0u) << sizes[i] << " bytes";
+    be.free(device[i]);
+  }
 }
 
 // Each op captured into a CUDA graph (over step-arena memory) and replayed gives what the

@@ -3,20 +3,60 @@
 
 #include "runtime/cuda/cublaslt.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "runtime/cuda/common.cuh"
 #include "runtime/device.h"
 #include "runtime/kernel_options.h"
+#include "runtime/thread_pool.h"
 
 namespace vllm::cuda {
 
 bool fusion_enabled() { return kernel_options().cuda_fusion; }
+
+namespace {
+
+constexpr size_t kStagedUploadMin = size_t(1) << 20;  // below: one pageable copy costs less
+
+}  // namespace
+
+struct CudaBackend::UploadStage {
+  static constexpr int kBuffers = 4;
+  static constexpr size_t kBufferBytes = size_t(16) << 20;
+  static constexpr int64_t kPiece = int64_t(1) << 20;  // a thread's share of a buffer at a time
+  std::array<void*, kBuffers> host{};
+  std::array<cudaEvent_t, kBuffers> done{};  // recorded after each buffer's DMA
+  int next = 0;
+  ThreadPool pool;
+
+  explicit UploadStage(int threads) : pool(threads) {
+    try {
+      for (int i = 0; i < kBuffers; ++i) {
+        VLLM_CUDA_CHECK(cudaHostAlloc(&host[i], kBufferBytes, cudaHostAllocDefault));
+        VLLM_CUDA_CHECK(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
+      }
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~UploadStage() { release(); }
+  void release() {
+    for (int i = 0; i < kBuffers; ++i) {
+      if (done[i]) cudaEventSynchronize(done[i]), cudaEventDestroy(done[i]);
+      if (host[i]) cudaFreeHost(host[i]);
+      done[i] = nullptr, host[i] = nullptr;
+    }
+  }
+};
 
 bool pdl_enabled() {
   static const bool supported = [] {
@@ -151,6 +191,8 @@ Backend::MemoryProfile CudaBackend::end_profile() {
 void CudaBackend::release_cached_memory() {
   VLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   VLLM_CUDA_CHECK(cudaMemPoolTrimTo(default_pool(physical_), 0));
+  const std::lock_guard lock(stage_mutex_);
+  stage_.reset();  // the weights are in place: the pinned buffers and their threads go
 }
 
 void CudaBackend::begin_capture() {
@@ -175,10 +217,41 @@ void CudaBackend::replay(const std::shared_ptr<void>& graph) {
   VLLM_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph.get()), stream_));
 }
 
+void CudaBackend::staged_upload(void* dst, const void* src, size_t bytes) {
+  const std::lock_guard lock(stage_mutex_);
+  if (!stage_) {
+    const int threads = std::clamp(int(std::thread::hardware_concurrency()), 1, 8);
+    stage_ = std::make_unique<UploadStage>(threads);
+  }
+  UploadStage& s = *stage_;
+  const auto* from = static_cast<const char*>(src);
+  for (size_t at = 0; at < bytes; at += UploadStage::kBufferBytes) {
+    const size_t n = std::min(UploadStage::kBufferBytes, bytes - at);
+    const int b = s.next;
+    s.next = (s.next + 1) % UploadStage::kBuffers;
+    VLLM_CUDA_CHECK(cudaEventSynchronize(s.done[b]));  // its previous DMA has finished
+    char* buffer = static_cast<char*>(s.host[b]);
+    const int64_t pieces = int64_t((n + UploadStage::kPiece - 1) / UploadStage::kPiece);
+    s.pool.parallel_for(pieces, [&](int64_t p0, int64_t p1) {
+      const size_t a = size_t(p0 * UploadStage::kPiece);
+      const size_t e = std::min(n, size_t(p1 * UploadStage::kPiece));
+      std::memcpy(buffer + a, from + at + a, e - a);
+    });
+    VLLM_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + at, buffer, n,
+                                    cudaMemcpyHostToDevice, stream_));
+    VLLM_CUDA_CHECK(cudaEventRecord(s.done[b], stream_));
+  }
+}
+
 void CudaBackend::copy(void* dst, Device dst_device, const void* src, Device src_device,
                        size_t bytes) {
   if (bytes == 0) return;
   make_current();
+  if (src_device.kind == DeviceKind::Cpu && dst_device.kind == DeviceKind::Cuda &&
+      bytes >= kStagedUploadMin) {
+    staged_upload(dst, src, bytes);
+    return;
+  }
   VLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
   // A copy to the host is complete on return; one from pageable host memory has been staged.
   if (dst_device.kind == DeviceKind::Cpu || src_device.kind == DeviceKind::Cpu)

@@ -89,6 +89,14 @@ class CudaBackend final : public Backend {
   int multiprocessors() const { return multiprocessors_; }
 
  private:
+  // Host-to-device copies of weights (1 MiB and more) pass through pinned buffers: several
+  // threads read the source (often a memory-mapped file) into one buffer while the DMA of the
+  // previous one runs. Made at the first such copy; release_cached_memory frees it.
+  struct UploadStage;
+  void staged_upload(void* dst, const void* src, size_t bytes);
+  std::mutex stage_mutex_;
+  std::unique_ptr<UploadStage> stage_;
+
   struct GemmPlan;  // cuBLASLt descriptors and the chosen algorithm for one problem
   // m, n, k, weight dtype, x row stride, out row stride, out dtype.
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int>;
