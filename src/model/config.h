@@ -126,6 +126,9 @@ struct ModelConfig {
   // --dtype: on a GPU, the type of the weights, and so of the KV cache; unset: auto (the
   // checkpoint's float types, block types as bf16). Not set with --device cpu.
   std::optional<DType> dtype;
+  // --quantization fp8: the decoder's projection weights quantized to FP8 at load, one scale
+  // per tensor (WeightPlacement::quantize_fp8).
+  bool quantize_fp8 = false;
   bool gelu_f16 = false;  // GELU in and out through f16, as ggml's CPU table (GGUF files)
   // q multiplied by the softmax scale before attention, as llama.cpp's Gemma-3 graph does
   // (with a power-of-two scale it differs only where q * scale is an f16 subnormal).

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <span>
 
+#include "model/quantization.h"
 #include "model/tensor_parallel.h"
 #include "runtime/backend.h"
 #include "runtime/ops.h"
@@ -83,8 +84,10 @@ std::vector<std::vector<Tensor>> fused_parts(const WeightSource& w, int i, const
 
 DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Progress& on_layer,
                            Device device, std::shared_ptr<Communicator> comm)
-    : config_(std::move(config)), device_(device), placement_(device, config_.dtype) {
+    : config_(std::move(config)), device_(device), placement_(device, config_.dtype),
+      projections_(placement_) {
   const ModelConfig& c = config_;
+  projections_.quantize_fp8 = c.quantize_fp8;
   backend_for(device).make_current();  // this rank's weights go to its own GPU
   if (comm && comm->size() > 1) comm_ = std::move(comm);
   VLLM_CHECK(static_cast<int>(c.layers.size()) == c.num_layers, "one layer spec per layer");
@@ -119,7 +122,13 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
         if (parts.size() < 2) continue;
         if (std::all_of(parts.begin(), parts.end(),
                         [&](const Tensor& t) { return t.dtype() == parts[0].dtype(); }))
-          for (const Tensor& t : parts) fused_bytes += size_t(t.nbytes());
+          for (const Tensor& t : parts) {
+            // --quantization fp8 fuses the parts' FP8 (or f32, rows short of a block) copies
+            const DType fused = !c.quantize_fp8            ? t.dtype()
+                                : t.size(1) % kFp8Block == 0 ? DType::FP8_E4M3
+                                                             : DType::F32;
+            fused_bytes += size_t(row_bytes(fused, t.size(1)) * t.size(0));
+          }
         fused_bytes += 64;  // alignment of each fused tensor
       }
   HostWeightArena arena(fused_bytes);
@@ -205,14 +214,14 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
   }
   std::vector<Tensor> qkv_bias;
   if (spec.attention_bias) qkv_bias = qkv_weights(w, p, ".bias");
-  L.qkv = Linear::fused(attention_input_weights(w, p, spec), qkv_bias, placement_, &arena);
+  L.qkv = Linear::fused(attention_input_weights(w, p, spec), qkv_bias, projections_, &arena);
   if (spec.attention == AttentionType::kMla) {
     load_mla(L, p, w);
   } else {
     VLLM_CHECK(L.qkv.out_features == c.q_size() + 2 * c.kv_size(), "layer ", i,
                " q/k/v shapes do not match the config");
   }
-  L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, placement_);
+  L.o = Linear::fused({w.require(p + "self_attn.o_proj.weight")}, {}, projections_);
   if (spec.mlp == MlpType::kMoe) {
     const MoeSpec& m = c.moe;
     L.router = Linear::fused({w.require(p + "mlp.gate.weight")}, {}, placement_);
@@ -229,12 +238,12 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
     const bool shared_stacked = device_ != kCpu && S > 0 && S % F == 0;
     if (S > 0 && !shared_stacked) {
       L.shared_gate_up =
-          Linear::fused(gate_up_weights(w, p, "mlp.shared_experts."), {}, placement_, &arena);
+          Linear::fused(gate_up_weights(w, p, "mlp.shared_experts."), {}, projections_, &arena);
       VLLM_CHECK(L.shared_gate_up.out_features == 2 * int64_t(m.shared_intermediate_size),
                  "layer ", i, " shared experts' gate/up do not match n_shared_experts x "
                  "moe_intermediate_size");
       L.shared_down = Linear::fused({w.require(p + "mlp.shared_experts.down_proj.weight")}, {},
-                                    placement_);
+                                    projections_);
     }
     const auto down = [&](int e) {
       return w.require(p + "mlp.experts." + std::to_string(e) + ".down_proj.weight");
@@ -246,8 +255,8 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
     if (device_ == kCpu) {
       for (int e = 0; e < m.num_experts; ++e) {
         L.expert_gate_up.push_back(
-            Linear::fused(expert_gate_up_weights(w, p, e), {}, placement_, &arena));
-        L.expert_down.push_back(Linear::fused({down(e)}, {}, placement_));
+            Linear::fused(expert_gate_up_weights(w, p, e), {}, projections_, &arena));
+        L.expert_down.push_back(Linear::fused({down(e)}, {}, projections_));
         check(e, L.expert_gate_up[e].out_features, L.expert_down[e].parts[0].size(1));
       }
     } else {
@@ -275,15 +284,15 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
         L.shared_in_stack = static_cast<int>(S / F);
       }
       // stack_experts checks that every expert has expert 0's shapes.
-      L.stacked_gate_up = stack_experts(gate_up, placement_);
-      L.stacked_down = stack_experts(downs, placement_);
+      L.stacked_gate_up = stack_experts(gate_up, projections_);
+      L.stacked_down = stack_experts(downs, projections_);
       check(0, L.stacked_gate_up.size(1), L.stacked_down.size(2));
     }
   } else {
-    L.gate_up = Linear::fused(gate_up_weights(w, p), {}, placement_, &arena);
+    L.gate_up = Linear::fused(gate_up_weights(w, p), {}, projections_, &arena);
     VLLM_CHECK(L.gate_up.out_features == 2 * int64_t(c.intermediate_size), "layer ", i,
                " gate/up shapes do not match intermediate_size ", c.intermediate_size);
-    L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, placement_);
+    L.down = Linear::fused({w.require(p + "mlp.down_proj.weight")}, {}, projections_);
   }
   const bool whole = spec.qk_norm == QkNorm::kWhole;
   if (spec.qk_norm != QkNorm::kNone) {
@@ -303,7 +312,7 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
              "q and kv_a projections do not match the config's MLA sizes");
   if (m.q_lora_rank > 0) {
     L.q_a_norm = norm_weight(w, p + "self_attn.q_a_layernorm.weight", m.q_lora_rank);
-    L.q_b = Linear::fused({w.require(p + "self_attn.q_b_proj.weight")}, {}, placement_);
+    L.q_b = Linear::fused({w.require(p + "self_attn.q_b_proj.weight")}, {}, projections_);
     VLLM_CHECK(L.q_b.out_features == H * m.qk_head_dim(), p, "self_attn.q_b_proj rows");
   }
   L.kv_a_norm = norm_weight(w, p + "self_attn.kv_a_layernorm.weight", lat);
@@ -321,7 +330,9 @@ void DecoderModel::load_mla(Layer& L, const std::string& p, const WeightSource& 
     L.uv = place_weight(v_b, placement_, stored);
     return;
   }
-  const Tensor kv_b = to_f32(*kv_b_stored);
+  // Under --quantization fp8 the FP8 values of kv_b_proj, as vLLM dequantizes it for MLA.
+  const Tensor kv_b =
+      to_f32(c.quantize_fp8 ? quantize_fp8_per_tensor(*kv_b_stored) : *kv_b_stored);
   VLLM_CHECK(kv_b.ndim() == 2 && kv_b.size(0) == H * (nope + v) && kv_b.size(1) == lat, p,
              "self_attn.kv_b_proj is ", kv_b.shape_str(), ", the config needs [",
              H * (nope + v), ", ", lat, "]");

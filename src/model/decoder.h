@@ -183,7 +183,8 @@ class DecoderModel {
 
   ModelConfig config_;
   Device device_;
-  WeightPlacement placement_;  // device_ and config_.dtype
+  WeightPlacement placement_;    // device_ and config_.dtype
+  WeightPlacement projections_;  // placement_ with config_.quantize_fp8: the *_proj weights
   DType kv_dtype_ = DType::F32;
   std::vector<KvCacheGroup> groups_;
   std::vector<int> layer_group_, layer_slot_;  // per layer: its group, its place there

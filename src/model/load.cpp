@@ -161,6 +161,7 @@ LoadedModel load_model(const std::string& path, const DecoderModel::Progress& on
     config.max_model_len = max_model_len;
     config.dtype = dtype;
     const QuantConfig quant = parse_quant_config(hf, quantization);
+    config.quantize_fp8 = quant.method == QuantConfig::Method::kFp8AtLoad;
     auto weights = make_quantized_source(SafetensorsModel::open(path), quant);
     out.weights = quant.describe();
     // The tokenizer (Llama-3's: ~0.3 s to parse) is read while the weights load.

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -114,21 +113,11 @@ class QuantizedSource final : public WeightSource {
     if (info->dtype.starts_with("F8_"))
       throw Error(st_->file_of(name) + ": tensor '" + name + "' has dtype " + info->dtype +
                   " (supported float8: F8_E4M3)");
-    Tensor t = st_->tensor(name);
-    if (q_.method == QuantConfig::Method::kFp8AtLoad && is_linear_weight(name, t))
-      return quantize_fp8_per_tensor(t);
-    return t;
+    return st_->tensor(name);  // --quantization fp8: the decoder quantizes its projections
   }
   std::string describe() const override { return "safetensors checkpoint (" + q_.describe() + ")"; }
 
  private:
-  // The projections vLLM quantizes: the *_proj weights of the decoder layers (attention,
-  // MLP, experts, MLA's down/up projections), not embeddings, norms, routers or the LM head.
-  static bool is_linear_weight(const std::string& name, const Tensor& t) {
-    static const std::regex kProj(R"(model\.layers\.\d+\..*_proj(_with_mqa)?\.weight)");
-    return t.ndim() == 2 && std::regex_match(name, kProj);
-  }
-
   Tensor fp8_weight(const std::string& name, const SafetensorsModel::TensorInfo& info) const {
     const std::string& file = st_->file_of(name);
     if (q_.method != QuantConfig::Method::kFp8Checkpoint)

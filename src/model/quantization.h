@@ -1,9 +1,11 @@
 // Quantized weights of Hugging Face checkpoints: FP8 checkpoints (`quantization_config` with
 // quant_method "fp8", as DeepSeek-V3 and Qwen3-FP8 ship, or "compressed-tensors" with 8-bit
 // float weights, as the FP8 checkpoints vLLM serves), and `--quantization fp8`, which quantizes
-// a float checkpoint's linear weights at load. Either way the model sees FP8_E4M3 tensors
-// (runtime/dtype.h): e4m3 bytes with their scales, multiplied on the CPU as f32 weights
-// (activations are not quantized), and widened to the compute type on a GPU.
+// a float checkpoint's linear weights at load (the decoder does, through
+// WeightPlacement::quantize_fp8: on the host with quantize_fp8_per_tensor below, or on the GPU).
+// Either way the model computes with FP8_E4M3 tensors (runtime/dtype.h): e4m3 bytes with their
+// scales, multiplied on the CPU as f32 weights (activations are not quantized); a GPU keeps
+// those with one scale a row as FP8 and widens the rest to the compute type.
 #pragma once
 #include <memory>
 #include <string>
@@ -39,7 +41,8 @@ struct QuantConfig {
 // weights as something else.
 QuantConfig parse_quant_config(const nlohmann::json& hf_config, const std::string& cli);
 
-// The checkpoint's tensors as the model uses them under `q` (method kNone: as stored).
+// The checkpoint's tensors as the model uses them under `q`: an FP8 checkpoint's F8_E4M3
+// weights with their scales as FP8_E4M3; everything else as stored.
 std::unique_ptr<WeightSource> make_quantized_source(std::shared_ptr<SafetensorsModel> st,
                                                     const QuantConfig& q);
 

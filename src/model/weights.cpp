@@ -11,6 +11,7 @@
 #include "loader/gguf.h"
 #include "loader/safetensors.h"
 #include "model/config.h"
+#include "model/quantization.h"
 #include "runtime/cpu/quant.h"
 #include "runtime/backend.h"
 #include "runtime/ops.h"
@@ -152,6 +153,10 @@ DType WeightPlacement::compute_dtype(DType stored) const {
   return dtype_info(stored).quantized ? DType::BF16 : stored;
 }
 
+bool WeightPlacement::keeps_fp8() const {
+  return device.kind == DeviceKind::Cuda && (!dtype || *dtype == DType::BF16);
+}
+
 namespace {
 
 // Writes host tensor `src` converted to `dtype` at device address `dst`, in pieces so that a
@@ -218,6 +223,27 @@ void upload_fp8_rows(const Tensor& src, void* dst, int64_t row0, int64_t k,
   }
 }
 
+// Whether `weights` are quantized on the device under `where` (quantize_fp8 on a GPU that
+// keeps FP8): float types, rows of whole 32-blocks. Otherwise they are quantized on the host.
+bool quantizes_on_device(const std::vector<Tensor>& weights, const WeightPlacement& where) {
+  return where.quantize_fp8 && where.keeps_fp8() &&
+         std::all_of(weights.begin(), weights.end(), [](const Tensor& w) {
+           const DType t = w.dtype();
+           return w.ndim() == 2 && w.is_contiguous() && w.size(1) % kFp8Block == 0 &&
+                  (t == DType::F32 || t == DType::F16 || t == DType::BF16);
+         });
+}
+
+// `weights` quantized on the host as `where` asks (unchanged without quantize_fp8).
+std::vector<Tensor> host_quantized(const std::vector<Tensor>& weights,
+                                   const WeightPlacement& where) {
+  if (!where.quantize_fp8) return weights;
+  std::vector<Tensor> out;
+  out.reserve(weights.size());
+  for (const Tensor& w : weights) out.push_back(quantize_fp8_per_tensor(w));
+  return out;
+}
+
 }  // namespace
 
 Tensor place_weight(const Tensor& t, const WeightPlacement& where) {
@@ -247,10 +273,15 @@ Tensor copy_columns(const Tensor& w, int64_t begin, int64_t length) {
   return out;
 }
 
-Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts,
+Tensor stack_experts(const std::vector<std::vector<Tensor>>& experts,
                      const WeightPlacement& where) {
   const Device device = where.device;
-  VLLM_CHECK(!parts.empty() && !parts[0].empty(), "stack_experts without experts");
+  VLLM_CHECK(!experts.empty() && !experts[0].empty(), "stack_experts without experts");
+  // The grouped expert kernels read 16-bit weights: FP8 ones are widened again.
+  std::vector<std::vector<Tensor>> quantized;
+  if (where.quantize_fp8)
+    for (const auto& e : experts) quantized.push_back(host_quantized(e, where));
+  const std::vector<std::vector<Tensor>>& parts = where.quantize_fp8 ? quantized : experts;
   const int64_t in = parts[0][0].size(1);
   int64_t rows = 0;
   for (const Tensor& w : parts[0]) rows += w.size(0);
@@ -291,10 +322,12 @@ Tensor HostWeightArena::take(std::span<const int64_t> shape, DType dtype) {
   return Tensor::from_blob(static_cast<char*>(buffer_.get()) + at, shape, dtype, buffer_);
 }
 
-Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tensor>& biases,
+Linear Linear::fused(const std::vector<Tensor>& stored, const std::vector<Tensor>& biases,
                      const WeightPlacement& where, HostWeightArena* arena) {
   const Device device = where.device;
-  VLLM_CHECK(!weights.empty(), "Linear without weights");
+  VLLM_CHECK(!stored.empty(), "Linear without weights");
+  const bool quantize_here = quantizes_on_device(stored, where);
+  const std::vector<Tensor> weights = quantize_here ? stored : host_quantized(stored, where);
   Linear lin;
   const int64_t in = weights[0].size(1);
   bool same_dtype = true;
@@ -307,11 +340,18 @@ Linear Linear::fused(const std::vector<Tensor>& weights, const std::vector<Tenso
   // device layout (upload_fp8_rows; used whole, never sliced): half the bytes of bf16,
   // dequantized by the kernels that read them. Others are widened as compute_dtype says.
   const bool keep_fp8 =
-      device.kind == DeviceKind::Cuda && (!where.dtype || *where.dtype == DType::BF16) &&
-      std::all_of(weights.begin(), weights.end(), [](const Tensor& w) {
+      where.keeps_fp8() && std::all_of(weights.begin(), weights.end(), [](const Tensor& w) {
         return w.dtype() == DType::FP8_E4M3 && fp8_rows_uniform(w);
       });
-  if (keep_fp8) {
+  if (quantize_here) {  // each part sent as stored, quantized into its rows there
+    Tensor f = Tensor::empty({lin.out_features, in}, DType::FP8_E4M3, device);
+    int64_t row = 0;
+    for (const Tensor& w : weights) {
+      quantize_fp8_weight(w.to(device), f, row);
+      row += w.size(0);
+    }
+    lin.parts = {f};
+  } else if (keep_fp8) {
     Tensor f = Tensor::empty({lin.out_features, in}, DType::FP8_E4M3, device);
     std::vector<float> scales(static_cast<size_t>(lin.out_features));
     int64_t row = 0;

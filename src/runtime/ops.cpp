@@ -282,6 +282,20 @@ void fill(Tensor& x, float value) {
   backend_for(x.device()).fill(x, value);
 }
 
+void quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0) {
+  VLLM_CHECK(w.ndim() == 2 && w.is_contiguous() &&
+                 (w.dtype() == DType::F32 || w.dtype() == DType::F16 || w.dtype() == DType::BF16),
+             "quantize_fp8_weight input must be packed [N, K] f32/f16/bf16, got ", w.shape_str(),
+             " ", dtype_name(w.dtype()));
+  VLLM_CHECK(dst.ndim() == 2 && dst.is_contiguous() && dst.dtype() == DType::FP8_E4M3 &&
+                 dst.size(1) == w.size(1) && w.size(1) % kFp8Block == 0 && row0 >= 0 &&
+                 row0 + w.size(0) <= dst.size(0),
+             "quantize_fp8_weight: rows ", row0, "+", w.size(0), " of ", w.shape_str(), " into ",
+             dst.shape_str(), " ", dtype_name(dst.dtype()));
+  same_device(w, dst);
+  backend_for(dst.device()).quantize_fp8_weight(w, dst, row0);
+}
+
 void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) {
   expect(x, "x", 3, DType::F32);
   expect(out, "out", 3, DType::F32);

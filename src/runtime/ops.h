@@ -71,6 +71,12 @@ void matmul(const Tensor& x, const Tensor& w, Tensor& out);
 // per-head absorbed matrices). As matmul: where that takes x rounded to w's 16-bit type
 // (CUDA's GEMM path), so does this.
 void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out);
+// Rows [row0, row0 + N) of dst, an FP8_E4M3 matmul weight [R, K] in a GPU's layout (dtype.h),
+// from w [N, K] (f32/f16/bf16, same device) with one scale for all of w (vLLM's dynamic
+// per-tensor FP8 weights): s = amax(|w|) / 448 (1 if w is all zeros), each byte e4m3(w / s)
+// clamped to +-448 and rounded to nearest even, s in each of those rows' scale slots. The
+// bytes of model/quantization.h's quantize_fp8_per_tensor. K a multiple of 32.
+void quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0);
 // Fused forms of the decoder's matmuls (one kernel where the backend has one; otherwise the
 // plain ops, through the scratch tensors, which are then left holding the intermediate).
 // out = (rms_norm(x) * norm_weight) @ w^T; scratch normed [M, K].

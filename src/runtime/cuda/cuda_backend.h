@@ -51,6 +51,7 @@ class CudaBackend final : public Backend {
   void scale(Tensor& x, float s) override;
   void fill(Tensor& x, float value) override;
   void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0) override;
   void copy_strided(const Tensor& src, Tensor& dst) override;
   void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
                         Tensor& out) override;

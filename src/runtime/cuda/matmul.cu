@@ -119,6 +119,39 @@ __global__ void quantize_rows_fp8(const float* __restrict__ x, int64_t ldx,
   }
 }
 
+// Per-tensor FP8 weight quantization at load, in two kernels: each block's max |w| over its
+// stride of the n values (NaN skipped by fmaxf, as std::max skips it on the host), then every
+// block takes the max of those, s = amax / 448 (1 for all zeros) and writes e4m3(w / s)
+// clamped to +-448 (std::clamp's comparisons) and s into the scale slot of each row.
+template <typename T>
+__global__ void absmax_partials(const T* __restrict__ w, int64_t n, float* __restrict__ partial) {
+  pdl_begin();
+  float m = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(to_float(w[i])));
+  m = block_max(m);
+  if (threadIdx.x == 0) partial[blockIdx.x] = m;
+}
+
+template <typename T>
+__global__ void quantize_weight_fp8(const T* __restrict__ w, int64_t rows, int64_t k,
+                                    const float* __restrict__ partial, int parts,
+                                    __nv_fp8_e4m3* __restrict__ q, float* __restrict__ scale_out) {
+  pdl_begin();
+  float m = 0.0f;
+  for (int i = threadIdx.x; i < parts; i += blockDim.x) m = fmaxf(m, partial[i]);
+  const float amax = block_max(m);
+  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * k; i += stride) {
+    const float v = to_float(w[i]) / scale;
+    q[i] = __nv_fp8_e4m3(v < -448.0f ? -448.0f : (448.0f < v ? 448.0f : v));  // nearest even
+  }
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows; r += stride)
+    scale_out[r] = scale;
+}
+
 // out[r, c] = p[r, c] * row_scale[r] * col_scale[c] (or +=), p a packed [rows, cols] f32
 // product of e4m3 bytes, out f32 with row stride ldo (may be p itself, ldo = cols).
 __global__ void scale_fp8_product(const float* p, const float* __restrict__ row_scale,
@@ -287,6 +320,23 @@ bool CudaBackend::matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out,
          w_scale, m, n, out.data<float>(), row_stride(out), f.accumulate);
   if (f.rope_cache) rope_cache_after(out, *f.rope_cache);
   return true;
+}
+
+void CudaBackend::quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0) {
+  const int64_t rows = w.size(0), k = w.size(1), total = dst.size(0);
+  if (rows == 0) return;
+  const int parts = static_cast<int>(
+      std::min<int64_t>((rows * k + 255) / 256, int64_t(multiprocessors_) * 4));
+  Tensor partial = Tensor::empty({parts}, DType::F32, device());
+  auto* q = reinterpret_cast<__nv_fp8_e4m3*>(dst.data<uint8_t>() + row0 * k);
+  float* scales = reinterpret_cast<float*>(dst.data<uint8_t>() + total * k) + row0;  // dtype.h
+  dispatch_float_type(w.dtype(), [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    launch(absmax_partials<T>, static_cast<unsigned>(parts), 256, 0, stream_, w.data<T>(),
+           rows * k, partial.data<float>());
+    launch(quantize_weight_fp8<T>, static_cast<unsigned>(parts), 256, 0, stream_, w.data<T>(),
+           rows, k, static_cast<const float*>(partial.data<float>()), parts, q, scales);
+  });
 }
 
 Tensor CudaBackend::dequantize_fp8(const Tensor& w) {
