@@ -260,17 +260,26 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
         check(e, L.expert_gate_up[e].out_features, L.expert_down[e].parts[0].size(1));
       }
     } else {
+      // --quantization fp8: each expert tensor quantized whole on the host (the shared
+      // experts' before they are cut into slices below), then widened again by stack_experts:
+      // the grouped expert kernels read 16-bit weights.
+      const auto fp8 = [&](const Tensor& t) {
+        return c.quantize_fp8 ? quantize_fp8_per_tensor(t) : t;
+      };
       std::vector<std::vector<Tensor>> gate_up, downs;
       for (int e = 0; e < m.num_experts; ++e) {
-        gate_up.push_back(expert_gate_up_weights(w, p, e));
-        downs.push_back({down(e)});
+        std::vector<Tensor> gu = expert_gate_up_weights(w, p, e);
+        for (Tensor& t : gu) t = fp8(t);
+        gate_up.push_back(std::move(gu));
+        downs.push_back({fp8(down(e))});
       }
       // The shared experts as experts E .. E + S / F - 1, slices F wide of their projections,
       // which every token takes with weight 1 (moe_route): the grouped kernels run them with
       // the routed ones, and their outputs join the routed sum last.
       if (shared_stacked) {
-        const std::vector<Tensor> gu = gate_up_weights(w, p, "mlp.shared_experts.");
-        const Tensor sd = w.require(p + "mlp.shared_experts.down_proj.weight");
+        std::vector<Tensor> gu = gate_up_weights(w, p, "mlp.shared_experts.");
+        for (Tensor& t : gu) t = fp8(t);
+        const Tensor sd = fp8(w.require(p + "mlp.shared_experts.down_proj.weight"));
         const bool one = gu.size() == 1;  // gate_up_proj stored fused
         VLLM_CHECK(gu[0].size(0) == (one ? 2 * S : S) && (one || gu[1].size(0) == S) &&
                        sd.ndim() == 2 && sd.size(1) == S,
@@ -284,8 +293,8 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
         L.shared_in_stack = static_cast<int>(S / F);
       }
       // stack_experts checks that every expert has expert 0's shapes.
-      L.stacked_gate_up = stack_experts(gate_up, projections_);
-      L.stacked_down = stack_experts(downs, projections_);
+      L.stacked_gate_up = stack_experts(gate_up, placement_);
+      L.stacked_down = stack_experts(downs, placement_);
       check(0, L.stacked_gate_up.size(1), L.stacked_down.size(2));
     }
   } else {

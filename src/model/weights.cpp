@@ -273,15 +273,10 @@ Tensor copy_columns(const Tensor& w, int64_t begin, int64_t length) {
   return out;
 }
 
-Tensor stack_experts(const std::vector<std::vector<Tensor>>& experts,
+Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts,
                      const WeightPlacement& where) {
   const Device device = where.device;
-  VLLM_CHECK(!experts.empty() && !experts[0].empty(), "stack_experts without experts");
-  // The grouped expert kernels read 16-bit weights: FP8 ones are widened again.
-  std::vector<std::vector<Tensor>> quantized;
-  if (where.quantize_fp8)
-    for (const auto& e : experts) quantized.push_back(host_quantized(e, where));
-  const std::vector<std::vector<Tensor>>& parts = where.quantize_fp8 ? quantized : experts;
+  VLLM_CHECK(!parts.empty() && !parts[0].empty(), "stack_experts without experts");
   const int64_t in = parts[0][0].size(1);
   int64_t rows = 0;
   for (const Tensor& w : parts[0]) rows += w.size(0);

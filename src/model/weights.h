@@ -40,10 +40,10 @@ struct WeightPlacement {
   // (auto): float types keep theirs and block types become bf16. On the CPU it must be unset:
   // weights are used as stored (block types stay quantized).
   std::optional<DType> dtype;
-  // --quantization fp8: the float weights of Linear::fused and stack_experts are quantized to
-  // FP8 with one scale per tensor (model/quantization.h), as vLLM's per-tensor recipe; on a GPU
-  // that keeps FP8 weights (--dtype auto or bfloat16) this happens there (ops.h,
-  // quantize_fp8_weight). The decoder sets it for its projections, not the router.
+  // --quantization fp8: the float weights of Linear::fused are quantized to FP8 with one scale
+  // per tensor (model/quantization.h), as vLLM's per-tensor recipe; on a GPU that keeps FP8
+  // weights (--dtype auto or bfloat16) this happens there (ops.h, quantize_fp8_weight). The
+  // decoder sets it for its projections, not the router.
   bool quantize_fp8 = false;
   WeightPlacement(Device d = kCpu, std::optional<DType> dt = std::nullopt);  // NOLINT: implicit
   DType compute_dtype(DType stored) const;
