@@ -80,6 +80,19 @@ std::vector<std::vector<Tensor>> fused_parts(const WeightSource& w, int i, const
   return out;
 }
 
+// t's values after quantize_fp8_per_tensor, in t's own float type (rounded to it).
+Tensor fp8_values(const Tensor& t) {
+  Tensor f = to_f32(quantize_fp8_per_tensor(t));
+  if (t.dtype() == DType::F32) return f;
+  const std::vector<int64_t> shape = t.shape();
+  Tensor out = Tensor::empty(std::span<const int64_t>(shape), t.dtype());
+  auto* o = static_cast<uint16_t*>(out.raw());
+  const float* v = f.data<float>();
+  for (int64_t i = 0; i < f.numel(); ++i)
+    o[i] = t.dtype() == DType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+  return out;
+}
+
 }  // namespace
 
 DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Progress& on_layer,
@@ -260,26 +273,33 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
         check(e, L.expert_gate_up[e].out_features, L.expert_down[e].parts[0].size(1));
       }
     } else {
-      // --quantization fp8: each expert tensor quantized whole on the host (the shared
-      // experts' before they are cut into slices below), then widened again by stack_experts:
-      // the grouped expert kernels read 16-bit weights.
-      const auto fp8 = [&](const Tensor& t) {
-        return c.quantize_fp8 ? quantize_fp8_per_tensor(t) : t;
+      // --quantization fp8: the grouped expert kernels read 16-bit weights, so the experts
+      // take their FP8 values (one scale a tensor) in the compute type. Where that is the
+      // stored type, the GPU rounds each routed expert's tensors once uploaded (below); else,
+      // and for the shared experts (before they are cut into slices), the host does.
+      const DType stored = down(0).dtype();
+      const bool round_on_device = c.quantize_fp8 && placement_.compute_dtype(stored) == stored &&
+                                   (stored == DType::F32 || stored == DType::F16 ||
+                                    stored == DType::BF16);
+      const auto on_host = [&](const Tensor& t) {
+        if (!c.quantize_fp8) return t;
+        return round_on_device ? fp8_values(t) : quantize_fp8_per_tensor(t);
       };
       std::vector<std::vector<Tensor>> gate_up, downs;
       for (int e = 0; e < m.num_experts; ++e) {
         std::vector<Tensor> gu = expert_gate_up_weights(w, p, e);
-        for (Tensor& t : gu) t = fp8(t);
+        if (!round_on_device)
+          for (Tensor& t : gu) t = on_host(t);
         gate_up.push_back(std::move(gu));
-        downs.push_back({fp8(down(e))});
+        downs.push_back({round_on_device ? down(e) : on_host(down(e))});
       }
       // The shared experts as experts E .. E + S / F - 1, slices F wide of their projections,
       // which every token takes with weight 1 (moe_route): the grouped kernels run them with
       // the routed ones, and their outputs join the routed sum last.
       if (shared_stacked) {
         std::vector<Tensor> gu = gate_up_weights(w, p, "mlp.shared_experts.");
-        for (Tensor& t : gu) t = fp8(t);
-        const Tensor sd = fp8(w.require(p + "mlp.shared_experts.down_proj.weight"));
+        for (Tensor& t : gu) t = on_host(t);
+        const Tensor sd = on_host(w.require(p + "mlp.shared_experts.down_proj.weight"));
         const bool one = gu.size() == 1;  // gate_up_proj stored fused
         VLLM_CHECK(gu[0].size(0) == (one ? 2 * S : S) && (one || gu[1].size(0) == S) &&
                        sd.ndim() == 2 && sd.size(1) == S,
@@ -296,6 +316,14 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
       L.stacked_gate_up = stack_experts(gate_up, placement_);
       L.stacked_down = stack_experts(downs, placement_);
       check(0, L.stacked_gate_up.size(1), L.stacked_down.size(2));
+      for (int e = 0; round_on_device && e < m.num_experts; ++e) {
+        Tensor gate = L.stacked_gate_up.narrow(e, 1).reshape({2 * F, c.hidden_size});
+        Tensor up = gate.narrow(F, F), down_e = L.stacked_down.narrow(e, 1);
+        gate = gate.narrow(0, F);
+        round_fp8_per_tensor(gate);
+        round_fp8_per_tensor(up);
+        round_fp8_per_tensor(down_e);
+      }
     }
   } else {
     L.gate_up = Linear::fused(gate_up_weights(w, p), {}, projections_, &arena);

@@ -28,6 +28,10 @@ void Backend::quantize_fp8_weight(const Tensor&, Tensor&, int64_t) {
   throw Error(device().str() + " quantizes weights on the host, not with quantize_fp8_weight");
 }
 
+void Backend::round_fp8_per_tensor(Tensor&) {
+  throw Error(device().str() + " quantizes weights on the host, not with round_fp8_per_tensor");
+}
+
 void Backend::moe_route(const Tensor&, const Tensor&, const MoeRouting&, Tensor&, Tensor&,
                         Tensor&) {
   throw Error(device().str() + " routes experts on the host, not with moe_route");

@@ -66,6 +66,7 @@ class Backend {
   virtual void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out);
   // Weight quantization at load on the device (--quantization fp8); accelerators only.
   virtual void quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0);
+  virtual void round_fp8_per_tensor(Tensor& w);
   // out[t] = table[ids[t] - first_id], zeros where ids[t] is outside the table's rows.
   virtual void embedding(const Tensor& ids, const Tensor& table, int64_t first_id,
                          Tensor& out) = 0;

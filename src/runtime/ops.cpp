@@ -296,6 +296,14 @@ void quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0) {
   backend_for(dst.device()).quantize_fp8_weight(w, dst, row0);
 }
 
+void round_fp8_per_tensor(Tensor& w) {
+  VLLM_CHECK(w.is_contiguous() && (w.dtype() == DType::F32 || w.dtype() == DType::F16 ||
+                                   w.dtype() == DType::BF16),
+             "round_fp8_per_tensor of ", w.shape_str(), " ", dtype_name(w.dtype()),
+             " (packed f32/f16/bf16)");
+  backend_for(w.device()).round_fp8_per_tensor(w);
+}
+
 void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) {
   expect(x, "x", 3, DType::F32);
   expect(out, "out", 3, DType::F32);

@@ -77,6 +77,10 @@ void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out);
 // clamped to +-448 and rounded to nearest even, s in each of those rows' scale slots. The
 // bytes of model/quantization.h's quantize_fp8_per_tensor. K a multiple of 32.
 void quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0);
+// w (packed f32/f16/bf16 on an accelerator) replaced by the values of that quantization:
+// e4m3(w / s) * s rounded to w's type, as quantize_fp8_per_tensor and then a widening to w's
+// type give (for weights read in their own type: the GPU's stacked MoE experts).
+void round_fp8_per_tensor(Tensor& w);
 // Fused forms of the decoder's matmuls (one kernel where the backend has one; otherwise the
 // plain ops, through the scratch tensors, which are then left holding the intermediate).
 // out = (rms_norm(x) * norm_weight) @ w^T; scratch normed [M, K].

@@ -700,6 +700,51 @@ TEST(Fp8Gpu, WeightQuantizedOnTheDeviceAsOnTheHost) {
   }
 }
 
+// The stacked MoE experts on a GPU take their FP8 values in their own type there
+// (ops::round_fp8_per_tensor): the host's quantize_fp8_per_tensor widened to that type, bit for
+// bit, for each float type, rows of whole 32-blocks or not, and an all-zero tensor.
+TEST(Fp8Gpu, WeightRoundedOnTheDeviceAsOnTheHost) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  std::mt19937 rng(12);
+  for (const DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    for (const auto& [n, k, size] : {std::tuple<int64_t, int64_t, float>{33, 96, 0.02f},
+                                     {7, 40, 3.0f}, {4, 64, 0.0f}}) {
+      const Tensor w32 = gpu_random_f32({n, k}, rng);
+      for (int64_t i = 0; i < w32.numel(); ++i) w32.data<float>()[i] *= size;
+      const auto to_dt = [&](float v) {
+        return dt == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+      };
+      Tensor w = dt == DType::F32 ? w32 : Tensor::empty({n, k}, dt);  // w32 rounded to dt
+      for (int64_t i = 0; dt != DType::F32 && i < w.numel(); ++i)
+        static_cast<uint16_t*>(w.raw())[i] = to_dt(w32.data<float>()[i]);
+      const Tensor want = to_f32(quantize_fp8_per_tensor(w));
+      Tensor g = w.to(kGpu);
+      round_fp8_per_tensor(g);
+      const Tensor got = g.to(kCpu);
+      const std::string what = std::string(dtype_name(dt)) + " [" + std::to_string(n) + ", " +
+                               std::to_string(k) + "] x " + std::to_string(size);
+      int wrong = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const float v = want.data<float>()[i];
+        const bool same = dt == DType::F32
+                              ? std::bit_cast<uint32_t>(got.data<float>()[i]) ==
+                                    std::bit_cast<uint32_t>(v)
+                              : static_cast<const uint16_t*>(got.raw())[i] == to_dt(v);
+        if (!same && ++wrong <= 5) ADD_FAILURE() << what << " element " << i << ": want " << v;
+      }
+      EXPECT_EQ(wrong, 0) << what;
+      if (size == 0.0f) continue;
+      // Control: the rounding moved some values (the test would see a kernel that did nothing).
+      int moved = 0;
+      for (int64_t i = 0; i < w.numel(); ++i)
+        moved += std::memcmp(static_cast<const char*>(w.raw()) + i * dtype_info(dt).block_bytes,
+                             static_cast<const char*>(got.raw()) + i * dtype_info(dt).block_bytes,
+                             size_t(dtype_info(dt).block_bytes)) != 0;
+      EXPECT_GT(moved, 0) << what;
+    }
+  }
+}
+
 // --quantization fp8 on a GPU gives the logits of the same weights quantized by the fixture
 // script (fixtures/fp8/llama_tensor, ml_dtypes' casts), loaded as an FP8 checkpoint there: the
 // same FP8 weights, bit for bit. Control: the unquantized model's logits differ.

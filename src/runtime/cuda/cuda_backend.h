@@ -52,6 +52,7 @@ class CudaBackend final : public Backend {
   void fill(Tensor& x, float value) override;
   void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out) override;
   void quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0) override;
+  void round_fp8_per_tensor(Tensor& w) override;
   void copy_strided(const Tensor& src, Tensor& dst) override;
   void index_add_scaled(const Tensor& src, const Tensor& rows, const Tensor& weights,
                         Tensor& out) override;
@@ -115,6 +116,7 @@ class CudaBackend final : public Backend {
   // (x quantized per token), or a bf16 copy of the weights where cuBLASLt has no FP8 algorithm.
   bool matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out, const MatmulFusion& fusion);
   Tensor dequantize_fp8(const Tensor& w);
+  int fp8_absmax_blocks(int64_t n) const;  // blocks of the per-tensor FP8 max over n values
   // The rotation and cache write of a rope fusion, over a finished q/k/v product.
   void rope_cache_after(Tensor& qkv, const RopeCacheFusion& rc);
   // out = Act(gate_up[:, :F]) * gate_up[:, F:] (elementwise.cu).

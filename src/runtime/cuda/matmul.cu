@@ -121,8 +121,9 @@ __global__ void quantize_rows_fp8(const float* __restrict__ x, int64_t ldx,
 
 // Per-tensor FP8 weight quantization at load, in two kernels: each block's max |w| over its
 // stride of the n values (NaN skipped by fmaxf, as std::max skips it on the host), then every
-// block takes the max of those, s = amax / 448 (1 for all zeros) and writes e4m3(w / s)
-// clamped to +-448 (std::clamp's comparisons) and s into the scale slot of each row.
+// block takes the max of those, s = amax / 448 (1 for all zeros) and e4m3(w / s) clamped to
+// +-448 (std::clamp's comparisons) and rounded to nearest even: written as bytes with s in the
+// scale slot of each row, or (round_weight_fp8) as e4m3 * s in w's own type, in place.
 template <typename T>
 __global__ void absmax_partials(const T* __restrict__ w, int64_t n, float* __restrict__ partial) {
   pdl_begin();
@@ -134,22 +135,37 @@ __global__ void absmax_partials(const T* __restrict__ w, int64_t n, float* __res
   if (threadIdx.x == 0) partial[blockIdx.x] = m;
 }
 
+__device__ __forceinline__ float fp8_tensor_scale(const float* __restrict__ partial, int parts) {
+  float m = 0.0f;
+  for (int i = threadIdx.x; i < parts; i += blockDim.x) m = fmaxf(m, partial[i]);
+  const float amax = block_max(m);
+  return amax > 0.0f ? amax / 448.0f : 1.0f;
+}
+
+__device__ __forceinline__ __nv_fp8_e4m3 fp8_of(float v) {
+  return __nv_fp8_e4m3(v < -448.0f ? -448.0f : (448.0f < v ? 448.0f : v));  // nearest even
+}
+
 template <typename T>
 __global__ void quantize_weight_fp8(const T* __restrict__ w, int64_t rows, int64_t k,
                                     const float* __restrict__ partial, int parts,
                                     __nv_fp8_e4m3* __restrict__ q, float* __restrict__ scale_out) {
   pdl_begin();
-  float m = 0.0f;
-  for (int i = threadIdx.x; i < parts; i += blockDim.x) m = fmaxf(m, partial[i]);
-  const float amax = block_max(m);
-  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  const float scale = fp8_tensor_scale(partial, parts);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * k; i += stride) {
-    const float v = to_float(w[i]) / scale;
-    q[i] = __nv_fp8_e4m3(v < -448.0f ? -448.0f : (448.0f < v ? 448.0f : v));  // nearest even
-  }
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * k; i += stride)
+    q[i] = fp8_of(to_float(w[i]) / scale);
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows; r += stride)
     scale_out[r] = scale;
+}
+
+template <typename T>
+__global__ void round_weight_fp8(T* w, int64_t n, const float* __restrict__ partial, int parts) {
+  pdl_begin();
+  const float scale = fp8_tensor_scale(partial, parts);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    w[i] = from_float<T>(static_cast<float>(fp8_of(to_float(w[i]) / scale)) * scale);
 }
 
 // out[r, c] = p[r, c] * row_scale[r] * col_scale[c] (or +=), p a packed [rows, cols] f32
@@ -322,11 +338,14 @@ bool CudaBackend::matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out,
   return true;
 }
 
+int CudaBackend::fp8_absmax_blocks(int64_t n) const {
+  return static_cast<int>(std::min<int64_t>((n + 255) / 256, int64_t(multiprocessors_) * 4));
+}
+
 void CudaBackend::quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0) {
   const int64_t rows = w.size(0), k = w.size(1), total = dst.size(0);
   if (rows == 0) return;
-  const int parts = static_cast<int>(
-      std::min<int64_t>((rows * k + 255) / 256, int64_t(multiprocessors_) * 4));
+  const int parts = fp8_absmax_blocks(rows * k);
   Tensor partial = Tensor::empty({parts}, DType::F32, device());
   auto* q = reinterpret_cast<__nv_fp8_e4m3*>(dst.data<uint8_t>() + row0 * k);
   float* scales = reinterpret_cast<float*>(dst.data<uint8_t>() + total * k) + row0;  // dtype.h
@@ -336,6 +355,20 @@ void CudaBackend::quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0
            rows * k, partial.data<float>());
     launch(quantize_weight_fp8<T>, static_cast<unsigned>(parts), 256, 0, stream_, w.data<T>(),
            rows, k, static_cast<const float*>(partial.data<float>()), parts, q, scales);
+  });
+}
+
+void CudaBackend::round_fp8_per_tensor(Tensor& w) {
+  const int64_t n = w.numel();
+  if (n == 0) return;
+  const int parts = fp8_absmax_blocks(n);
+  Tensor partial = Tensor::empty({parts}, DType::F32, device());
+  dispatch_float_type(w.dtype(), [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    launch(absmax_partials<T>, static_cast<unsigned>(parts), 256, 0, stream_,
+           static_cast<const T*>(w.data<T>()), n, partial.data<float>());
+    launch(round_weight_fp8<T>, static_cast<unsigned>(parts), 256, 0, stream_, w.data<T>(), n,
+           static_cast<const float*>(partial.data<float>()), parts);
   });
 }
 
