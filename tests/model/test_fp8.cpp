@@ -644,10 +644,6 @@ double gpu_mean_kl(const std::vector<float>& ref, const std::vector<float>& got,
 
 }  // namespace
 
-// The fixtures' FP8 checkpoints on a GPU with their weights kept FP8 (--dtype auto: the rest of
-// these f32 models stays f32), against the dequantized checkpoint computed in f32 (--dtype
-// float32, which widens). Decoding (prompt chunks of 3, then one token: all GEMV) gives its
-// logits up to the order of the sums (weights widened to bf16 instead would miss 1e-4).
 // --quantization fp8 on a GPU quantizes there (quantize_fp8_weight): the bytes and the
 // scale of the host's quantize_fp8_per_tensor, for each float type, at any row offset of the
 // fused weight, leaving the other rows alone; an all-zero tensor gets scale 1.
@@ -791,6 +787,10 @@ TEST(Fp8Gpu, MoeAndMlaQuantizedAtLoadAsOnTheCpu) {
   }
 }
 
+// The fixtures' FP8 checkpoints on a GPU with their weights kept FP8 (--dtype auto: the rest of
+// these f32 models stays f32), against the dequantized checkpoint computed in f32 (--dtype
+// float32, which widens). Decoding (prompt chunks of 3, then one token: all GEMV) gives its
+// logits up to the order of the sums (weights widened to bf16 instead would miss 1e-4).
 // Whole-sequence prefills (W8A8, e4m3 activations) are measured, not bounded: top-1 agreement
 // over the teacher-forced positions and the mean KL are printed (issue 19's bar is 99%; on the
 // H200 these random tiny models gave 80-86%, docs/benchmarks.md). llama_block's 128 x 128
