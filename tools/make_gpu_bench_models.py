@@ -65,6 +65,75 @@ SHAPES["qwen3-30b-a3b"] = dict(SHAPES["qwen3-moe-8l"], num_hidden_layers=48)
 SHAPES["deepseek-v2-lite"] = dict(SHAPES["deepseek-v2-lite-8l"], num_hidden_layers=27)
 
 
+# Shapes too large to build whole on one GPU (the 30B is 61 GB of bf16, and transformers' init
+# takes more): written tensor by tensor instead, norms 1 and the rest N(0, initializer_range),
+# as transformers initialises these models, in 5 GB shards with the index save_pretrained
+# writes.
+STREAMED = {"qwen3-30b-a3b", "deepseek-v2-lite"}
+
+
+def expert_shapes(key, shape, cfg):
+    """A fused expert parameter (transformers 5 keeps `mlp.experts.gate_up_proj` and
+    `mlp.experts.down_proj` as [E, ...] tensors) as the per-expert tensors save_pretrained
+    writes; other keys as they are."""
+    prefix, _, leaf = key.rpartition("mlp.experts.")
+    if not prefix or leaf not in ("gate_up_proj", "down_proj") or len(shape) != 3:
+        return [(key, shape)]
+    f, h = cfg.moe_intermediate_size, cfg.hidden_size
+    out = []
+    for e in range(shape[0]):
+        x = f"{prefix}mlp.experts.{e}."
+        if leaf == "gate_up_proj":
+            out += [(x + "gate_proj.weight", (f, h)), (x + "up_proj.weight", (f, h))]
+        else:
+            out.append((x + "down_proj.weight", (h, f)))
+    return out
+
+
+def save_streamed(cls, cfg, d):
+    from safetensors.torch import save_file
+    with torch.device("meta"):
+        model = cls(cfg)
+    shapes = []
+    for k, v in model.state_dict().items():
+        shapes += expert_shapes(k, tuple(v.shape), cfg)
+    if getattr(cfg, "tie_word_embeddings", False):
+        shapes = [(k, s) for k, s in shapes if k != "lm_head.weight"]
+    del model
+    os.makedirs(d, exist_ok=True)
+    cfg.architectures = [cls.__name__]
+    cfg.save_pretrained(d)
+    parts, shard, size, total = [], {}, 0, 0
+
+    def flush():
+        parts.append(list(shard))
+        save_file(shard, os.path.join(d, f"part-{len(parts)}.safetensors"),
+                  metadata={"format": "pt"})
+        shard.clear()
+
+    for key, shape in shapes:
+        if len(shape) == 1 and key.endswith("norm.weight"):
+            t = torch.ones(shape, dtype=torch.bfloat16, device="cuda")
+        else:
+            t = torch.randn(shape, dtype=torch.bfloat16, device="cuda") * cfg.initializer_range
+        shard[key] = t.cpu()
+        size += t.numel() * 2
+        total += t.numel()
+        if size >= 5e9:
+            flush()
+            size = 0
+    if shard:
+        flush()
+    weight_map = {}
+    for i, keys in enumerate(parts):
+        name = f"model-{i + 1:05d}-of-{len(parts):05d}.safetensors"
+        os.rename(os.path.join(d, f"part-{i + 1}.safetensors"), os.path.join(d, name))
+        weight_map.update({k: name for k in keys})
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total * 2}, "weight_map": weight_map}, f)
+    return total
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -86,18 +155,21 @@ def main():
         else:
             cfg = LlamaConfig(torch_dtype="bfloat16", **LLAMA, **SHAPES[name])
             cls, d = LlamaForCausalLM, "llama-" + name
-        with torch.device("cuda"):
-            model = cls(cfg).to(torch.bfloat16)
         d = os.path.join(args.out, d)
-        model.save_pretrained(d, safe_serialization=True, max_shard_size="5GB")
+        if name in STREAMED:
+            params = save_streamed(cls, cfg, d)
+        else:
+            with torch.device("cuda"):
+                model = cls(cfg).to(torch.bfloat16)
+            model.save_pretrained(d, safe_serialization=True, max_shard_size="5GB")
+            params = sum(p.numel() for p in model.parameters())
+            del model
+            torch.cuda.empty_cache()
         if args.tokenizer:
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(args.tokenizer, f), d)
-        params = sum(p.numel() for p in model.parameters())
         print(json.dumps({"shape": name, "dir": d, "params": params,
                           "seconds": round(time.time() - t0, 1)}), flush=True)
-        del model
-        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -273,25 +273,33 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
         check(e, L.expert_gate_up[e].out_features, L.expert_down[e].parts[0].size(1));
       }
     } else {
-      // --quantization fp8: the grouped expert kernels read 16-bit weights, so the experts
-      // take their FP8 values (one scale a tensor) in the compute type. Where that is the
-      // stored type, the GPU rounds each routed expert's tensors once uploaded (below); else,
-      // and for the shared experts (before they are cut into slices), the host does.
+      // FP8 experts (checkpoints with one scale a row, --quantization fp8) stay FP8 where the
+      // GPU keeps FP8 weights (stacks_as_fp8): --quantization fp8 quantizes each routed
+      // expert's tensors there, one scale a tensor; the shared experts are quantized on the
+      // host before they are cut into slices (one scale for the whole tensor, as on the CPU).
+      // Elsewhere (--dtype float16/float32) the grouped kernels read the compute type, and
+      // --quantization fp8 gives the experts their FP8 values in it: where that is the stored
+      // type the GPU rounds each routed expert's tensors once uploaded (below); else, and for
+      // the shared experts, the host does.
       const DType stored = down(0).dtype();
-      const bool round_on_device = c.quantize_fp8 && placement_.compute_dtype(stored) == stored &&
+      const bool fp8_stack = stacks_as_fp8(down(0), projections_) &&
+                             stacks_as_fp8(expert_gate_up_weights(w, p, 0)[0], projections_);
+      const bool round_on_device = !fp8_stack && c.quantize_fp8 &&
+                                   placement_.compute_dtype(stored) == stored &&
                                    (stored == DType::F32 || stored == DType::F16 ||
                                     stored == DType::BF16);
       const auto on_host = [&](const Tensor& t) {
         if (!c.quantize_fp8) return t;
         return round_on_device ? fp8_values(t) : quantize_fp8_per_tensor(t);
       };
+      const bool routed_as_stored = fp8_stack || round_on_device;
       std::vector<std::vector<Tensor>> gate_up, downs;
       for (int e = 0; e < m.num_experts; ++e) {
         std::vector<Tensor> gu = expert_gate_up_weights(w, p, e);
-        if (!round_on_device)
+        if (!routed_as_stored)
           for (Tensor& t : gu) t = on_host(t);
         gate_up.push_back(std::move(gu));
-        downs.push_back({round_on_device ? down(e) : on_host(down(e))});
+        downs.push_back({routed_as_stored ? down(e) : on_host(down(e))});
       }
       // The shared experts as experts E .. E + S / F - 1, slices F wide of their projections,
       // which every token takes with weight 1 (moe_route): the grouped kernels run them with
@@ -312,9 +320,11 @@ DecoderModel::Layer DecoderModel::load_layer(int i, const WeightSource& w,
         }
         L.shared_in_stack = static_cast<int>(S / F);
       }
-      // stack_experts checks that every expert has expert 0's shapes.
-      L.stacked_gate_up = stack_experts(gate_up, placement_);
-      L.stacked_down = stack_experts(downs, placement_);
+      // stack_experts checks that every expert has expert 0's shapes; the routed experts'
+      // float tensors are quantized there only for an FP8 stack.
+      const WeightPlacement& stacking = fp8_stack ? projections_ : placement_;
+      L.stacked_gate_up = stack_experts(gate_up, stacking);
+      L.stacked_down = stack_experts(downs, stacking);
       check(0, L.stacked_gate_up.size(1), L.stacked_down.size(2));
       for (int e = 0; round_on_device && e < m.num_experts; ++e) {
         Tensor gate = L.stacked_gate_up.narrow(e, 1).reshape({2 * F, c.hidden_size});

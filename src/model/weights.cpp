@@ -273,6 +273,11 @@ Tensor copy_columns(const Tensor& w, int64_t begin, int64_t length) {
   return out;
 }
 
+bool stacks_as_fp8(const Tensor& w, const WeightPlacement& where) {
+  if (!where.keeps_fp8()) return false;
+  return w.dtype() == DType::FP8_E4M3 ? fp8_rows_uniform(w) : quantizes_on_device({w}, where);
+}
+
 Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts,
                      const WeightPlacement& where) {
   const Device device = where.device;
@@ -280,16 +285,27 @@ Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts,
   const int64_t in = parts[0][0].size(1);
   int64_t rows = 0;
   for (const Tensor& w : parts[0]) rows += w.size(0);
-  const DType dt = where.compute_dtype(parts[0][0].dtype());
+  const bool fp8 = stacks_as_fp8(parts[0][0], where);
+  const DType dt = fp8 ? DType::FP8_E4M3 : where.compute_dtype(parts[0][0].dtype());
   Tensor out = Tensor::empty({int64_t(parts.size()), rows, in}, dt, device);
+  std::vector<float> scales(fp8 ? static_cast<size_t>(rows) : 0);
   for (size_t e = 0; e < parts.size(); ++e) {
+    Tensor slot = out.narrow(int64_t(e), 1).reshape({rows, in});
     int64_t row = 0;
     for (const Tensor& w : parts[e]) {
-      VLLM_CHECK(w.ndim() == 2 && w.size(1) == in && where.compute_dtype(w.dtype()) == dt,
+      VLLM_CHECK(w.ndim() == 2 && w.size(1) == in && row + w.size(0) <= rows &&
+                     (fp8 ? stacks_as_fp8(w, where) : where.compute_dtype(w.dtype()) == dt),
                  "expert ", e, " weight ", w.shape_str(), " ", dtype_name(w.dtype()),
                  " does not stack with expert 0's");
-      upload_as(w, dt, out.narrow(int64_t(e), 1).row(0) + row * in * dtype_info(dt).block_bytes,
-                device);
+      if (!fp8) {
+        upload_as(w, dt, slot.row(row), device);
+      } else if (w.dtype() == DType::FP8_E4M3) {
+        upload_fp8_rows(w, slot.raw(), row, in, scales, device);
+        backend_for(device).copy(static_cast<char*>(slot.raw()) + (rows * in + row * 4), device,
+                                 scales.data() + row, kCpu, size_t(w.size(0)) * sizeof(float));
+      } else {
+        quantize_fp8_weight(w.to(device), slot, row);
+      }
       row += w.size(0);
     }
     VLLM_CHECK(row == rows, "expert ", e, " has ", row, " rows, expert 0 has ", rows);

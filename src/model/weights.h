@@ -62,8 +62,16 @@ Tensor place_weight(const Tensor& t, const WeightPlacement& where, DType stored)
 // whole blocks of each row; the bounds must fall on block boundaries).
 Tensor copy_columns(const Tensor& w, int64_t begin, int64_t length);
 
-// [E, N, K] in compute_dtype(): expert e's rows are its parts[e] concatenated (each [n_i, K],
-// together N rows), converted straight from the host tensors.
+// Whether one expert projection `w` (host, [n, K]) stacks as FP8 under `where`: on a GPU that
+// keeps FP8 (keeps_fp8), an FP8_E4M3 weight with one scale a row, or a float weight that
+// --quantization fp8 (where.quantize_fp8) quantizes there (K a multiple of 32).
+bool stacks_as_fp8(const Tensor& w, const WeightPlacement& where);
+
+// [E, N, K]: expert e's rows are its parts[e] concatenated (each [n_i, K], together N rows),
+// converted straight from the host tensors. In compute_dtype(), or where expert 0's first part
+// stacks_as_fp8 as FP8_E4M3, each expert in dtype.h's GPU layout (its N x K e4m3 bytes, then
+// its N row scales): FP8 parts as stored, float parts quantized on the device with one scale
+// a part (quantize_fp8_weight). Every part must stack as expert 0's.
 Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts, const WeightPlacement& where);
 
 // Host memory for the weights a model copies (the fused projections; the rest stay mmap'd):

@@ -429,8 +429,9 @@ void check_moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, cons
   expect(x, "x", 2, DType::F32);
   expect(out, "out", 2, DType::F32);
   VLLM_CHECK(w.ndim() == 3 && w.is_contiguous() &&
-                 (w.dtype() == DType::F32 || w.dtype() == DType::F16 || w.dtype() == DType::BF16),
-             "moe_matmul: expert weights must be packed [E, N, K] f32/f16/bf16, got ",
+                 (w.dtype() == DType::F32 || w.dtype() == DType::F16 ||
+                  w.dtype() == DType::BF16 || w.dtype() == DType::FP8_E4M3),
+             "moe_matmul: expert weights must be packed [E, N, K] f32/f16/bf16/fp8, got ",
              w.shape_str(), " ", dtype_name(w.dtype()));
   const int64_t S = plan.token.numel();
   VLLM_CHECK(x.size(1) == w.size(2) && out.size(0) == S && out.size(1) == width &&

@@ -79,7 +79,8 @@ void matmul_heads(const Tensor& x, const Tensor& w, Tensor& out);
 void quantize_fp8_weight(const Tensor& w, Tensor& dst, int64_t row0);
 // w (packed f32/f16/bf16 on an accelerator) replaced by the values of that quantization:
 // e4m3(w / s) * s rounded to w's type, as quantize_fp8_per_tensor and then a widening to w's
-// type give (for weights read in their own type: the GPU's stacked MoE experts).
+// type give (for weights read in their own type: the GPU's stacked MoE experts under --dtype
+// float16 or float32, where they do not stay FP8).
 void round_fp8_per_tensor(Tensor& w);
 // Fused forms of the decoder's matmuls (one kernel where the backend has one; otherwise the
 // plain ops, through the scratch tensors, which are then left holding the intermediate).
@@ -198,7 +199,10 @@ void moe_align(const Tensor& ids, int num_experts, MoePlan& plan);
 void moe_route_align(const Tensor& scores, const Tensor& bias, const MoeRouting& r, Tensor& ids,
                      Tensor& weights, Tensor& margins, int num_experts, MoePlan& plan);
 // out[r, :] = w[e(r)] @ x[rows[r], :] for every grouped row r of expert e(r): x [R, K] f32,
-// rows [S] i32 (undefined: row r of x), w [E, N, K] (f32, f16 or bf16), out [S, N] f32.
+// rows [S] i32 (undefined: row r of x), w [E, N, K] (f32, f16 or bf16; on a GPU also
+// FP8_E4M3, each expert in dtype.h's GPU layout: its N x K e4m3 bytes, then its N row
+// scales), out [S, N] f32. FP8 weights: steps of up to 4 tokens take the GEMV (x in f32),
+// more are W8A8 (x quantized to e4m3 per token), as matmul's FP8 path beyond 8 rows.
 void moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& w, const MoePlan& plan,
                 Tensor& out);
 // out[S, F] = silu_and_mul(the moe_matmul product) for w [E, 2F, K] (gate rows, then up rows):

@@ -787,6 +787,84 @@ TEST(Fp8Gpu, MoeAndMlaQuantizedAtLoadAsOnTheCpu) {
   }
 }
 
+// On a GPU that keeps FP8 weights the MoE experts stack as FP8 (stack_experts): each expert
+// in the GPU layout (its N x K e4m3 bytes, then its N row scales), float parts quantized on
+// the device with one scale a part, FP8 parts (a checkpoint's, or the shared experts the host
+// quantized whole) as they are: the bytes and scales of quantize_fp8_per_tensor of each part.
+// Control: under --dtype float32 the same parts stack as f32.
+TEST(Fp8Gpu, ExpertsStackAsFp8) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  std::mt19937 rng(13);
+  const int64_t F = 24, K = 64;
+  std::vector<std::vector<Tensor>> floats, parts;
+  for (int e = 0; e < 3; ++e) {
+    std::vector<Tensor> gu;
+    for (float size : {0.01f * float(e + 1), 2.0f}) {
+      Tensor t = gpu_random_f32({F, K}, rng);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] *= size;
+      gu.push_back(t);
+    }
+    floats.push_back(gu);
+  }
+  parts = floats;
+  parts.push_back({quantize_fp8_per_tensor(floats[0][1]), quantize_fp8_per_tensor(floats[1][0])});
+  WeightPlacement where(kGpu, std::nullopt);
+  where.quantize_fp8 = true;
+  const Tensor stacked = stack_experts(parts, where);
+  ASSERT_EQ(stacked.dtype(), DType::FP8_E4M3);
+  ASSERT_EQ(stacked.shape(), (std::vector<int64_t>{4, 2 * F, K}));
+  std::vector<uint8_t> bytes(static_cast<size_t>(stacked.nbytes()));
+  backend_for(kGpu).copy(bytes.data(), kCpu, stacked.raw(), kGpu, bytes.size());
+  const int64_t expert_bytes = 2 * F * row_bytes(DType::FP8_E4M3, K);
+  int wrong = 0;
+  for (size_t e = 0; e < parts.size(); ++e) {
+    const uint8_t* base = bytes.data() + e * expert_bytes;
+    for (int64_t j = 0; j < 2; ++j) {
+      const Tensor& part = parts[e][j];
+      const Tensor want = part.dtype() == DType::FP8_E4M3 ? part : quantize_fp8_per_tensor(part);
+      for (int64_t r = 0; r < F; ++r) {
+        const auto* b = reinterpret_cast<const BlockFp8E4M3*>(want.row(r));
+        float scale;
+        std::memcpy(&scale, base + 2 * F * K + (j * F + r) * 4, sizeof scale);
+        wrong += scale != b[0].d;
+        for (int64_t i = 0; i < K; ++i)
+          wrong += base[(j * F + r) * K + i] != b[i / kFp8Block].qs[i % kFp8Block];
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+  WeightPlacement f32(kGpu, DType::F32);
+  f32.quantize_fp8 = true;
+  EXPECT_EQ(stack_experts(floats, f32).dtype(), DType::F32);
+}
+
+// --quantization fp8 with the MoE experts kept FP8 on the GPU (--dtype auto: the rest of these
+// f32 models stays f32): decoding (prompt chunks of 3, then a token a step: the experts'
+// grouped GEMV, x in f32) gives the CPU's --quantization fp8 logits within the fixtures' bar,
+// DeepSeek's shared experts sliced after one quantization of the whole tensor. Control: the
+// unquantized model is farther than the bar.
+TEST(Fp8Gpu, MoeExpertsKeptFp8DecodeAsOnTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
+  for (const std::string base : {"qwen3_moe", "deepseek_v2", "deepseek_v3"}) {
+    const LoadedModel cpu =
+        load_model(testing_tiny::kDir + base, {}, kCpu, 0, 1, std::nullopt, "fp8");
+    const LoadedModel gpu =
+        load_model(testing_tiny::kDir + base, {}, kGpu, 0, 1, std::nullopt, "fp8");
+    const LoadedModel plain = load_model(testing_tiny::kDir + base, {}, kGpu, 0, 1);
+    const std::vector<float> a = decode_logits(gpu, base), b = decode_logits(cpu, base);
+    const std::vector<float> c = decode_logits(plain, base);
+    ASSERT_EQ(a.size(), b.size());
+    const int vocab = cpu.config().vocab_size;
+    const int64_t rows = int64_t(a.size()) / vocab;
+    const double err = testing_tiny::rel_error(a.data(), b.data(), rows, vocab);
+    const double control = testing_tiny::rel_error(c.data(), b.data(), rows, vocab);
+    EXPECT_LE(err, testing_tiny::kBar) << base;
+    EXPECT_GT(control, testing_tiny::kBar) << base << ": FP8 does not move this model";
+    std::printf("[ fp8 gpu ] %s FP8 experts, decode on CUDA against CPU %.2e (bar %.0e; "
+                "unquantized %.2e)\n", base.c_str(), err, testing_tiny::kBar, control);
+  }
+}
+
 // The fixtures' FP8 checkpoints on a GPU with their weights kept FP8 (--dtype auto: the rest of
 // these f32 models stays f32), against the dequantized checkpoint computed in f32 (--dtype
 // float32, which widens). Decoding (prompt chunks of 3, then one token: all GEMV) gives its

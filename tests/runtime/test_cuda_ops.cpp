@@ -118,6 +118,22 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
     }
 }
 
+// [tokens, top_k] expert ids among experts 0 .. used - 1, distinct within each token, expert 0
+// for every other token (so that it gets the most rows).
+Tensor routed_ids(int64_t tokens, int top_k, int used) {
+  Tensor ids = Tensor::empty({tokens, top_k}, DType::I32);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int j = 0; j < top_k; ++j)
+      ids.data<int32_t>()[t * top_k + j] =
+          j == 0 && t % 2 == 0 ? 0 : int32_t(1 + (t * 7 + j * 3) % (used - 1));
+  for (int64_t t = 0; t < tokens; ++t) {  // make each token's experts distinct
+    int32_t* row = ids.data<int32_t>() + t * top_k;
+    for (int j = 1; j < top_k; ++j)
+      while (std::find(row, row + j, row[j]) != row + j) row[j] = 1 + row[j] % (used - 1);
+  }
+  return ids;
+}
+
 // The experts' grouped projection: experts averaging more than 8 rows take the tensor-core
 // GEMM (x rounded to the weights' type; the reference rounds it the same way, so only the
 // order of the f32 sums differs), fewer rows the GEMV (x in f32). The routing leaves some
@@ -133,16 +149,7 @@ TEST_F(CudaOps, MoeMatmulMatchesReference) {
   for (DType dt : {DType::BF16, DType::F16})
     for (const Case& c : cases) {
       const int64_t S = c.tokens * c.top_k;
-      Tensor ids = Tensor::empty({c.tokens, c.top_k}, DType::I32);
-      for (int64_t t = 0; t < c.tokens; ++t)
-        for (int j = 0; j < c.top_k; ++j)  // distinct per token; expert 0 for every other token
-          ids.data<int32_t>()[t * c.top_k + j] =
-              j == 0 && t % 2 == 0 ? 0 : int32_t(1 + (t * 7 + j * 3) % (used - 1));
-      for (int64_t t = 0; t < c.tokens; ++t) {  // make each token's experts distinct
-        int32_t* row = ids.data<int32_t>() + t * c.top_k;
-        for (int j = 1; j < c.top_k; ++j)
-          while (std::find(row, row + j, row[j]) != row + j) row[j] = 1 + row[j] % (used - 1);
-      }
+      const Tensor ids = routed_ids(c.tokens, c.top_k, used);
       Tensor x = randn({c.tokens, c.k});
       Tensor w32 = randn({E * c.n, c.k}, 0.1f);
       Tensor w = to_half(w32, dt);
@@ -205,6 +212,104 @@ TEST_F(CudaOps, MoeMatmulMatchesReference) {
       EXPECT_EQ(0, std::memcmp(a1.raw(), a2.raw(), size_t(S * c.n / 2) * sizeof(float)))
           << "silu fused, " << dtype_name(dt) << " tokens=" << c.tokens << " n=" << c.n;
     }
+}
+
+// e4m3 of v / s, back to f32 and times s: the value an FP8 quantizer with scale s keeps
+// (clamped to +-448 first, as the kernels' saturating conversion).
+float fp8_kept(float v, float s) {
+  return fp8_e4m3_to_f32(f32_to_fp8_e4m3(std::clamp(v / s, -448.0f, 448.0f))) * s;
+}
+
+// E experts of [n, k] from w32 [E * n, k] on the GPU in dtype.h's GPU layout of FP8_E4M3
+// (each expert's n x k e4m3 bytes, then its n f32 row scales), each half of an expert's rows
+// with its own scale (gate and up, as --quantization fp8 quantizes them); deq gets the values
+// kept.
+Tensor gpu_fp8_experts(const Tensor& w32, int E, int64_t n, int64_t k, Tensor& deq) {
+  Tensor out = Tensor::empty({E, n, k}, DType::FP8_E4M3);
+  deq = Tensor::empty({E * n, k}, DType::F32);
+  for (int e = 0; e < E; ++e) {
+    auto* bytes = static_cast<uint8_t*>(out.raw()) + e * n * row_bytes(DType::FP8_E4M3, k);
+    auto* scales = reinterpret_cast<float*>(bytes + n * k);
+    for (int64_t r0 : {int64_t(0), n / 2}) {
+      const float* w = w32.data<float>() + (e * n + r0) * k;
+      float amax = 0;
+      for (int64_t i = 0; i < n / 2 * k; ++i) amax = std::max(amax, std::fabs(w[i]));
+      const float s = amax / 448.0f;
+      for (int64_t i = 0; i < n / 2 * k; ++i) {
+        bytes[r0 * k + i] = f32_to_fp8_e4m3(w[i] / s);
+        deq.data<float>()[(e * n + r0) * k + i] = fp8_e4m3_to_f32(bytes[r0 * k + i]) * s;
+      }
+      std::fill_n(scales + r0, n / 2, s);
+    }
+  }
+  Tensor g = Tensor::empty({E, n, k}, DType::FP8_E4M3, kGpu);  // FP8 has no Tensor::to
+  backend_for(kGpu).copy(g.raw(), kGpu, out.raw(), kCpu, size_t(out.nbytes()));
+  return g;
+}
+
+// FP8 experts (--quantization fp8 or an FP8 checkpoint on a GPU). Steps of up to 4 tokens take
+// the GEMV (x in f32): the CPU's f32 product of the dequantized weights, up to the order of the
+// sums. More tokens with K a multiple of 128 are W8A8 on the e4m3 tensor cores: x quantized
+// per token (amax / 448) as done here too; Hopper's FP8 MMAs accumulate with about 14 mantissa
+// bits before f32 (DeepSeek-V3 report, sec. 3.3.2), so 1e-3. K = 160 takes the GEMV at any
+// token count (its 8-row variant). Control: each path is farther than its bound from the
+// other's reference (the W8A8 path's x really is e4m3, the GEMV's is not).
+TEST_F(CudaOps, MoeMatmulFp8MatchesDequantizedWeights) {
+  struct Case { int64_t tokens, k, n; int top_k; bool gemm; };
+  const Case cases[] = {{300, 256, 200, 4, true}, {197, 128, 384, 6, true},
+                        {300, 160, 64, 4, false}, {1, 256, 200, 6, false},
+                        {3, 128, 96, 4, false},   {4, 2048, 1536, 8, false},
+                        {5, 256, 200, 8, true},   {512, 2048, 1536, 8, true}};
+  const int E = 16, used = 12;
+  for (const Case& c : cases) {
+    const std::string what = "tokens=" + std::to_string(c.tokens) + " k=" +
+                             std::to_string(c.k) + " n=" + std::to_string(c.n);
+    const int64_t S = c.tokens * c.top_k;
+    const Tensor ids = routed_ids(c.tokens, c.top_k, used);
+    const Tensor x = randn({c.tokens, c.k});
+    Tensor deq;
+    const Tensor wg = gpu_fp8_experts(randn({E * c.n, c.k}, 0.1f), E, c.n, c.k, deq);
+    MoePlan plan;
+    moe_align(ids.to(kGpu), E, plan);
+    Tensor out = Tensor::empty({S, c.n}, DType::F32, kGpu);
+    moe_matmul(x.to(kGpu), plan.token, wg, plan, out);
+    const Tensor got = host(out), token = host(plan.token), offsets = host(plan.offsets);
+    Tensor xq = Tensor::empty({c.tokens, c.k}, DType::F32);  // per-token e4m3
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      const float* xr = x.data<float>() + t * c.k;
+      float amax = 0;
+      for (int64_t i = 0; i < c.k; ++i) amax = std::max(amax, std::fabs(xr[i]));
+      for (int64_t i = 0; i < c.k; ++i) xq.data<float>()[t * c.k + i] = fp8_kept(xr[i], amax / 448);
+    }
+    const auto worst_against = [&](const Tensor& xr) {
+      double worst = 0;
+      for (int e = 0; e < E; ++e) {
+        const int r0 = offsets.data<int32_t>()[e], r1 = offsets.data<int32_t>()[e + 1];
+        if (r1 == r0) continue;
+        Tensor xe = Tensor::empty({r1 - r0, c.k}, DType::F32);
+        for (int r = r0; r < r1; ++r)
+          std::copy_n(xr.data<float>() + token.data<int32_t>()[r] * c.k, c.k,
+                      xe.data<float>() + (r - r0) * c.k);
+        Tensor ref = Tensor::empty({r1 - r0, c.n}, DType::F32);
+        matmul(xe, deq.narrow(e * c.n, c.n), ref);
+        Tensor mine = Tensor::empty({r1 - r0, c.n}, DType::F32);
+        std::copy_n(got.data<float>() + r0 * c.n, (r1 - r0) * c.n, mine.data<float>());
+        worst = std::max(worst, rel_err(mine, ref));
+      }
+      return worst;
+    };
+    const double bound = c.gemm ? 1e-3 : 1e-6;
+    EXPECT_LT(worst_against(c.gemm ? xq : x), bound) << what;
+    EXPECT_GT(worst_against(c.gemm ? x : xq), 10 * bound) << what << ": the other path ran";
+    // The activation fused into the product: the bits of silu_and_mul over the plain product.
+    Tensor act = Tensor::empty({S, c.n / 2}, DType::F32, kGpu);
+    Tensor act_ref = Tensor::empty({S, c.n / 2}, DType::F32, kGpu);
+    silu_and_mul(out, act_ref);
+    moe_matmul_silu(x.to(kGpu), plan.token, wg, plan, act);
+    const Tensor a1 = host(act), a2 = host(act_ref);
+    EXPECT_EQ(0, std::memcmp(a1.raw(), a2.raw(), size_t(S * c.n / 2) * sizeof(float)))
+        << "silu fused, " << what;
+  }
 }
 
 // The plan by its definition: experts ascending, each expert's slots in slot order.

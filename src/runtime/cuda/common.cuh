@@ -96,12 +96,19 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162f
 // An e4m3 KV-cache element (--kv-cache-dtype fp8, scale 1): exact in f32.
 __device__ __forceinline__ float to_float(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
 
-// 16 bytes of weights as floats (8 of a 16-bit type, 4 of f32).
+// 16 bytes of weights as floats (8 of a 16-bit type, 4 of f32, 16 of e4m3: exact).
 template <typename W>
 __device__ __forceinline__ void unpack_piece(const uint4& u, float (&f)[16 / sizeof(W)]) {
   if constexpr (std::is_same_v<W, float>) {
     f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y), f[2] = __uint_as_float(u.z),
     f[3] = __uint_as_float(u.w);
+  } else if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
+    const auto* b = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 v = e4m3x2_to_float2(b[j]);
+      f[2 * j] = v.x, f[2 * j + 1] = v.y;
+    }
   } else {
     const W* h = reinterpret_cast<const W*>(&u);
 #pragma unroll
@@ -179,6 +186,20 @@ __device__ __forceinline__ float block_max(float v) {
   const int nwarps = blockDim.x / 32;
   v = lane < nwarps ? partial[lane] : -INFINITY;
   return warp_max(v);
+}
+
+// Per-token FP8 quantization of one row of k values value(i), by the whole block: returns
+// s = amax |value| / 448 (1 for an all-zero row) and writes q[i] = e4m3(value(i) / s),
+// saturating and rounded to nearest even. Every thread gets s.
+template <typename Value>
+__device__ __forceinline__ float quantize_row_fp8(const Value& value, int64_t k,
+                                                  __nv_fp8_e4m3* __restrict__ q) {
+  float amax = 0.0f;
+  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) amax = fmaxf(amax, fabsf(value(i)));
+  amax = block_max(amax);
+  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) q[i] = __nv_fp8_e4m3(value(i) / scale);
+  return scale;
 }
 
 // Argmax reductions: ties go to the lower index, as in a left-to-right scan; NaN never wins.

@@ -109,12 +109,7 @@ __global__ void quantize_rows_fp8(const float* __restrict__ x, int64_t ldx,
       norm = rsqrtf(block_sum(ss) / float(k) + eps);
     }
     const auto value = [&](int64_t i) { return kNorm ? xr[i] * norm * g[i] : xr[i]; };
-    float amax = 0.0f;
-    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) amax = fmaxf(amax, fabsf(value(i)));
-    amax = block_max(amax);
-    const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-    for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
-      q[r * k + i] = __nv_fp8_e4m3(value(i) / scale);  // saturating, round to nearest even
+    const float scale = quantize_row_fp8(value, k, q + r * k);
     if (threadIdx.x == 0) s[r] = scale;
   }
 }

@@ -1,9 +1,10 @@
 // Tensor-core building blocks shared by the attention and MoE kernels: cp.async copies into
-// shared memory, ldmatrix loads of 8x8 tiles, the m16n8k16 MMA with f32 accumulators, and the
-// packing of two floats into one 16-bit pair.
+// shared memory, ldmatrix loads of 8x8 tiles, the m16n8k16 MMA (m16n8k32 for e4m3) with f32
+// accumulators, and the packing of two floats into one 16-bit pair.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -43,11 +44,23 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "r"(smem_addr(p)));
 }
 
-// d[16x8] += a[16x16] * b[16x8], f32 accumulators.
+// d[16x8] += a[16x16] * b[16x8], f32 accumulators; for e4m3 a[16x32] * b[32x8] (the same
+// 32 bytes of a row per fragment, so the same ldmatrix addressing serves both). The e4m3 MMA
+// needs compute capability 8.9: older code traps (callers check the device first).
 template <typename C>
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                     uint32_t b1) {
-  if constexpr (std::is_same_v<C, __nv_bfloat16>) {
+  if constexpr (std::is_same_v<C, __nv_fp8_e4m3>) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+  } else if constexpr (std::is_same_v<C, __nv_bfloat16>) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"

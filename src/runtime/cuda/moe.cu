@@ -3,7 +3,8 @@
 // rows, and the weighted sum back into tokens. The projections are a grouped GEMV (weights
 // read once per 8 rows of an expert, x kept in f32) while experts have few rows on average
 // (decode), else a grouped GEMM on tensor cores (x rounded to the weights' 16-bit type, as
-// the dense matmul does on cuBLASLt). Nothing goes to the host, so any step of a MoE model
+// the dense matmul does on cuBLASLt; with FP8 experts, x quantized to e4m3 per token and the
+// e4m3 MMA, as the dense W8A8 path). Nothing goes to the host, so any step of a MoE model
 // can be captured as a graph.
 #include <climits>
 #include <type_traits>
@@ -437,13 +438,17 @@ constexpr int kGemvColumns = kGemvWarps * kGemvColumnsPerWarp;  // per block
 // flight per step, 2 steps unrolled: decode's short columns are latency-bound otherwise), the
 // rows' dot products kept in registers. kSilu: w is [E, 2F, K] gate then up
 // rows, each warp takes 2 gate rows and their up rows, and out[r, :F] = silu(gate) * up (the
-// same sums, so the same bits as silu_and_mul over the plain product).
+// same sums, so the same bits as silu_and_mul over the plain product). Expert e's weights
+// start expert_bytes * e bytes into w; e4m3 weights (W = __nv_fp8_e4m3, dtype.h's GPU layout
+// of FP8_E4M3) have their N row scales after the N x K bytes, applied to each row's sum.
 template <typename W, bool kSilu, int kRows>
 __global__ void __launch_bounds__(kGemvWarps * 32)
 moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restrict__ rows,
-                const W* __restrict__ w, int64_t n, int64_t k, const int32_t* __restrict__ offsets,
-                const int32_t* __restrict__ active, float* __restrict__ out) {
+                const uint8_t* __restrict__ w, int64_t expert_bytes, int64_t n, int64_t k,
+                const int32_t* __restrict__ offsets, const int32_t* __restrict__ active,
+                float* __restrict__ out) {
   pdl_begin();
+  constexpr bool kFp8 = std::is_same_v<W, __nv_fp8_e4m3>;
   constexpr int kPer = 16 / sizeof(W);
   constexpr int C = kGemvColumnsPerWarp;
   constexpr int U = kSilu ? C / 2 : C;  // output columns per warp
@@ -455,12 +460,15 @@ moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restr
   const int64_t first = int64_t(blockIdx.x) * (kGemvWarps * U) + warp * U;
   if (first >= outs) return;
   const int units = int(min(int64_t(U), outs - first));
+  const uint8_t* we = w + int64_t(e) * expert_bytes;
   // Columns past the end read the last one again and are not written.
   const uint4* wc[C];
+  float scale[C];
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     const int64_t row = (c >= U ? outs : 0) + first + min(c % U, units - 1);
-    wc[c] = reinterpret_cast<const uint4*>(w + (int64_t(e) * n + row) * k);
+    wc[c] = reinterpret_cast<const uint4*>(we + row * k * int64_t(sizeof(W)));
+    scale[c] = kFp8 ? reinterpret_cast<const float*>(we + n * k)[row] : 1.0f;
   }
   const int pieces = int(k / kPer);
   for (int m0 = r0; m0 < r1; m0 += kRows) {
@@ -475,6 +483,13 @@ moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restr
       uint4 u[C];
 #pragma unroll
       for (int c = 0; c < C; ++c) u[c] = load_streamed(wc[c] + p);
+      // e4m3 pieces are widened once for all the rows (24 conversions a piece); 16-bit ones,
+      // one shift or mask a weight, per row (fewer registers).
+      float wide[kFp8 ? C : 1][kPer];
+      if constexpr (kFp8) {
+#pragma unroll
+        for (int c = 0; c < C; ++c) unpack_piece<W>(u[c], wide[c]);
+      }
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
         if (i >= m) break;
@@ -488,7 +503,12 @@ moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restr
 #pragma unroll
         for (int c = 0; c < C; ++c) {
           float f[kPer];
-          unpack_piece<W>(u[c], f);
+          if constexpr (kFp8) {
+#pragma unroll
+            for (int j = 0; j < kPer; ++j) f[j] = wide[c][j];
+          } else {
+            unpack_piece<W>(u[c], f);
+          }
           float d = 0.0f;
 #pragma unroll
           for (int j = 0; j < kPer; ++j) d += f[j] * xv[j];
@@ -501,7 +521,10 @@ moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restr
       if (i >= m) break;
       float sum[C];
 #pragma unroll
-      for (int c = 0; c < C; ++c) sum[c] = warp_sum(acc[c][i]);
+      for (int c = 0; c < C; ++c) {
+        sum[c] = warp_sum(acc[c][i]);
+        if constexpr (kFp8) sum[c] *= scale[c];
+      }
       if (lane != 0) continue;
       float* o = out + int64_t(m0 + i) * outs + first;
 #pragma unroll
@@ -517,19 +540,31 @@ moe_gemv_kernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restr
 // The grouped GEMM: block (x, y) computes a kGemmM x kGemmN tile of out, columns from x, rows
 // from the y-th tile of the expert-sorted rows (each expert's rows cut into tiles of kGemmM;
 // blocks past the last tile return). Four warps, each 32 x 64 of the tile; K in steps of
-// kGemmK through a kGemmStages-deep cp.async pipeline; A (the rows, in the weights' type) and
-// B (the expert's weight rows) in shared memory as 128-byte rows of swizzled 16-byte chunks.
+// kGemmRowBytes (64 16-bit or 128 e4m3 elements) through a kGemmStages-deep cp.async
+// pipeline; A (the rows, in the weights' type) and B (the expert's weight rows) in shared
+// memory as 128-byte rows of swizzled 16-byte chunks.
 constexpr int kGemmM = 64;
 constexpr int kGemmN = 128;
-constexpr int kGemmK = 64;
+constexpr int kGemmRowBytes = 128;
 constexpr int kGemmStages = 3;
 constexpr int kGemmThreads = 128;
-constexpr int kGemmChunks = kGemmK / 8;  // 16-byte chunks per shared row
-constexpr size_t kGemmStageBytes = size_t(kGemmM + kGemmN) * kGemmK * 2;
+constexpr int kGemmChunks = kGemmRowBytes / 16;  // 16-byte chunks per shared row
+constexpr int kGemmSwizzle = kGemmChunks * 8;    // swizzle<D>'s row length in 16-bit units
+constexpr size_t kGemmStageBytes = size_t(kGemmM + kGemmN) * kGemmRowBytes;
 constexpr size_t kGemmSmem = kGemmStages * kGemmStageBytes;
+// Elements of C in one K step of the GEMM.
+template <typename C>
+constexpr int kGemmK = kGemmRowBytes / int(sizeof(C));
 // The GEMV while the experts average at most this many rows (it reads an expert's weights
 // once per 8 rows, in f32 against x in f32), the GEMM beyond.
 constexpr int kGemvMaxMeanRows = 8;
+// FP8 experts: the GEMV while no expert can have more rows than this (the step's token count,
+// MoePlan::max_rows_per_expert), the W8A8 GEMM beyond. Widened e4m3 pieces take 150-176
+// registers over 4-8 rows, and each weight byte meets 4 bytes of x a row read through L1:
+// measured on an H100 (Qwen3-30B-A3B shape, docs/benchmarks.md), 2 tokens a step ran 1.46x
+// faster on the GEMV than on the GEMM, 4 tokens 1.06x, while 128-token prefills ran 7.5x
+// faster on the GEMM than on the 8-row GEMV.
+constexpr int kFp8GemvMaxRows = 4;
 
 // xb[r, :] = x[rows[r], :] (rows undefined: x[r, :]) rounded to C, one block per row.
 template <typename C>
@@ -544,10 +579,29 @@ __global__ void moe_gather_rows_kernel(const float* __restrict__ x, int64_t ldx,
   }
 }
 
+// xq[r, :] = x[rows[r], :] (rows undefined: x[r, :]) quantized to e4m3 per token, its scale
+// in xs[r] (quantize_row_fp8), one block per row.
+__global__ void moe_gather_rows_fp8_kernel(const float* __restrict__ x, int64_t ldx,
+                                           const int32_t* __restrict__ rows, int64_t count,
+                                           int64_t k, __nv_fp8_e4m3* __restrict__ xq,
+                                           float* __restrict__ xs) {
+  pdl_begin();
+  for (int64_t r = blockIdx.x; r < count; r += gridDim.x) {
+    const float* src = x + int64_t(rows ? rows[r] : r) * ldx;
+    const float s = quantize_row_fp8([&](int64_t i) { return src[i]; }, k, xq + r * k);
+    if (threadIdx.x == 0) xs[r] = s;
+  }
+}
+
+// C = __nv_fp8_e4m3: W8A8, xb the e4m3 rows with their scales xs, w in dtype.h's GPU layout
+// (each expert's N x K bytes, then its N row scales); both scales multiply the f32 sums.
 template <typename C>
 __global__ void __launch_bounds__(kGemmThreads)
-moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, int64_t k,
+moe_gemm_kernel(const C* __restrict__ xb, const float* __restrict__ xs,
+                const uint8_t* __restrict__ w, int64_t expert_bytes, int64_t n, int64_t k,
                 const int32_t* __restrict__ offsets, int experts, float* __restrict__ out) {
+  constexpr bool kFp8 = std::is_same_v<C, __nv_fp8_e4m3>;
+  constexpr int kStep = kGemmK<C>, kChunk = 16 / int(sizeof(C));  // elements
   extern __shared__ uint4 smem4[];
   __shared__ int tile[3];  // expert, first row, end of the expert's rows
   pdl_begin();
@@ -581,24 +635,25 @@ moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, in
   if (e < 0) return;
   const int m0 = tile[1], m1 = tile[2];
   const int64_t n0 = int64_t(blockIdx.x) * kGemmN;
-  const C* we = w + int64_t(e) * n * k;
+  const uint8_t* expert = w + int64_t(e) * expert_bytes;
+  const C* we = reinterpret_cast<const C*>(expert);
   uint4* sa = smem4;                                       // [stages][kGemmM][kGemmChunks]
   uint4* sb = smem4 + kGemmStages * kGemmM * kGemmChunks;  // [stages][kGemmN][kGemmChunks]
 
-  const int ktiles = int(k / kGemmK);
+  const int ktiles = int(k / kStep);
   const auto load = [&](int stage, int kt) {
-    const int64_t k0 = int64_t(kt) * kGemmK;
+    const int64_t k0 = int64_t(kt) * kStep;
     for (int i = threadIdx.x; i < kGemmM * kGemmChunks; i += kGemmThreads) {
       const int r = i / kGemmChunks, c = i % kGemmChunks;
       const bool ok = m0 + r < m1;
-      const C* src = xb + int64_t(ok ? m0 + r : m0) * k + k0 + c * 8;
-      cp_async16(&sa[stage * kGemmM * kGemmChunks + swizzle<kGemmK>(r, c)], src, ok);
+      const C* src = xb + int64_t(ok ? m0 + r : m0) * k + k0 + c * kChunk;
+      cp_async16(&sa[stage * kGemmM * kGemmChunks + swizzle<kGemmSwizzle>(r, c)], src, ok);
     }
     for (int i = threadIdx.x; i < kGemmN * kGemmChunks; i += kGemmThreads) {
       const int r = i / kGemmChunks, c = i % kGemmChunks;
       const bool ok = n0 + r < n;
-      const C* src = we + (ok ? n0 + r : n0) * k + k0 + c * 8;
-      cp_async16(&sb[stage * kGemmN * kGemmChunks + swizzle<kGemmK>(r, c)], src, ok);
+      const C* src = we + (ok ? n0 + r : n0) * k + k0 + c * kChunk;
+      cp_async16(&sb[stage * kGemmN * kGemmChunks + swizzle<kGemmSwizzle>(r, c)], src, ok);
     }
   };
 
@@ -618,16 +673,16 @@ moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, in
     const uint4* a = sa + (kt % kGemmStages) * kGemmM * kGemmChunks;
     const uint4* b = sb + (kt % kGemmStages) * kGemmN * kGemmChunks;
 #pragma unroll
-    for (int kk = 0; kk < kGemmK / 16; ++kk) {
+    for (int kk = 0; kk < kGemmChunks / 2; ++kk) {  // one MMA step: 32 bytes of each row
       uint32_t af[2][4];
 #pragma unroll
       for (int i = 0; i < 2; ++i)
-        ldmatrix_x4(af[i], &a[swizzle<kGemmK>(wm + i * 16 + lane % 16, kk * 2 + lane / 16)]);
+        ldmatrix_x4(af[i], &a[swizzle<kGemmSwizzle>(wm + i * 16 + lane % 16, kk * 2 + lane / 16)]);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         uint32_t bf[4];
-        ldmatrix_x4(bf, &b[swizzle<kGemmK>(wn + j * 16 + lane % 8 + 8 * (lane / 16),
-                                           kk * 2 + (lane / 8) % 2)]);
+        ldmatrix_x4(bf, &b[swizzle<kGemmSwizzle>(wn + j * 16 + lane % 8 + 8 * (lane / 16),
+                                                 kk * 2 + (lane / 8) % 2)]);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           mma<C>(acc[i][2 * j], af[i], bf[0], bf[1]);
@@ -637,6 +692,7 @@ moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, in
     }
   }
   cp_async_wait<0>();
+  const float* wscale = reinterpret_cast<const float*>(expert + n * k);  // kFp8 only
   // Accumulator (i, j): rows wm + 16 i + lane / 4 (+ 8), columns wn + 8 j + 2 (lane % 4) + {0, 1}.
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -645,11 +701,14 @@ moe_gemm_kernel(const C* __restrict__ xb, const C* __restrict__ w, int64_t n, in
       const int row = m0 + wm + i * 16 + lane / 4 + 8 * h;
       if (row >= m1) continue;
       float* o = out + int64_t(row) * n;
+      const float rs = kFp8 ? xs[row] : 1.0f;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int64_t col = n0 + wn + j * 8 + 2 * (lane % 4);
-        if (col < n)
-          *reinterpret_cast<float2*>(o + col) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+        if (col >= n) continue;
+        float2 v = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+        if constexpr (kFp8) v = make_float2(v.x * rs * wscale[col], v.y * rs * wscale[col + 1]);
+        *reinterpret_cast<float2*>(o + col) = v;
       }
     }
   }
@@ -711,6 +770,23 @@ AlignArgs align_args(const Tensor& ids, int num_experts, MoePlan& plan) {
                    plan.offsets.data<int32_t>(), plan.active.data<int32_t>()};
 }
 
+// The expert weights' element types: dispatch_float_type's, and e4m3 (FP8_E4M3 in dtype.h's
+// GPU layout).
+template <typename Fn>
+void dispatch_weight_type(DType dt, Fn&& fn) {
+  if (dt == DType::FP8_E4M3) fn(static_cast<__nv_fp8_e4m3*>(nullptr));
+  else dispatch_float_type(dt, fn);
+}
+
+// Whether the current device has the e4m3 MMA (compute capability 8.9 and up).
+bool has_fp8_mma() {
+  int device = 0, major = 0, minor = 0;
+  VLLM_CUDA_CHECK(cudaGetDevice(&device));
+  VLLM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  VLLM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major * 10 + minor >= 89;
+}
+
 template <typename Kernel>
 void allow_smem(Kernel kernel, size_t bytes) {
   if (bytes > 48 * 1024)
@@ -768,28 +844,33 @@ void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& 
   const int64_t S = out.size(0), n = w.size(1), k = w.size(2);
   const int E = int(w.size(0));
   if (S == 0) return;
-  const int64_t per = 16 / dtype_info(w.dtype()).block_bytes;
+  const bool fp8 = w.dtype() == DType::FP8_E4M3;
+  const int64_t per = fp8 ? 16 : 16 / dtype_info(w.dtype()).block_bytes;
   VLLM_CHECK(k % per == 0 && x.stride_bytes(0) % 16 == 0 &&
                  reinterpret_cast<uintptr_t>(x.data<float>()) % 16 == 0,
              "moe_matmul on CUDA: rows of ", k, " must be whole 16-byte pieces, aligned");
   const int32_t* r = rows.defined() ? rows.data<int32_t>() : nullptr;
   const int64_t ldx = x.stride_bytes(0) / int64_t(sizeof(float));
+  const int64_t expert_bytes = n * row_bytes(w.dtype(), k);
+  const auto* wb = static_cast<const uint8_t*>(w.raw());
   const int64_t most_experts = std::min<int64_t>(S, E);  // at most S experts have rows
-  const bool gemm = w.dtype() != DType::F32 && k % kGemmK == 0 && n % 2 == 0 &&
-                    S > kGemvMaxMeanRows * most_experts;
+  const int64_t step = fp8 ? kGemmK<__nv_fp8_e4m3> : kGemmK<__half>;
+  const bool gemm = w.dtype() != DType::F32 && k % step == 0 && n % 2 == 0 &&
+                    (fp8 ? plan.max_rows_per_expert > kFp8GemvMaxRows && has_fp8_mma()
+                         : S > kGemvMaxMeanRows * most_experts);
   if (!gemm) {
     // Blocks beyond the active count return at once.
     const int64_t per_block = silu_output ? kGemvColumns / 2 : kGemvColumns;
     const dim3 grid(unsigned((out.size(1) + per_block - 1) / per_block), unsigned(most_experts));
     const int64_t most_rows = std::min<int64_t>(plan.max_rows_per_expert, kGemvMaxRows);
-    dispatch_float_type(w.dtype(), [&](auto* tag) {
+    dispatch_weight_type(w.dtype(), [&](auto* tag) {
       using W = std::remove_pointer_t<decltype(tag)>;
       const auto run = [&](auto rows_tag) {
         constexpr int R = decltype(rows_tag)::value;
         const auto kernel =
             silu_output ? moe_gemv_kernel<W, true, R> : moe_gemv_kernel<W, false, R>;
-        launch(kernel, grid, dim3(kGemvWarps * 32), 0, stream_, x.data<float>(), ldx, r,
-               w.data<W>(), n, k, plan.offsets.data<int32_t>(), plan.active.data<int32_t>(),
+        launch(kernel, grid, dim3(kGemvWarps * 32), 0, stream_, x.data<float>(), ldx, r, wb,
+               expert_bytes, n, k, plan.offsets.data<int32_t>(), plan.active.data<int32_t>(),
                out.data<float>());
       };
       if (most_rows <= 1) run(std::integral_constant<int, 1>{});
@@ -808,22 +889,36 @@ void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& 
   // Each expert's rows end in at most one partial tile.
   const int64_t tiles = (S + kGemmM - 1) / kGemmM + most_experts;
   VLLM_CHECK(tiles <= 65535, "moe_matmul on CUDA: ", S, " rows is too many for one step");
-  const auto run = [&](auto* tag) {
+  const unsigned gather_blocks = unsigned(std::min<int64_t>(S, 65535));
+  const auto run = [&](auto* tag, const Tensor& xb, const float* xs) {
     using C = std::remove_pointer_t<decltype(tag)>;
-    Tensor xb = Tensor::empty({S, k}, w.dtype(), x.device());
-    launch(moe_gather_rows_kernel<C>, dim3(unsigned(std::min<int64_t>(S, 65535))), dim3(128), 0,
-           stream_, x.data<float>(), ldx, r, S, k, static_cast<C*>(xb.raw()));
     VLLM_CUDA_CHECK(cudaFuncSetAttribute(moe_gemm_kernel<C>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          int(kGemmSmem)));
     launch(moe_gemm_kernel<C>, dim3(unsigned((n + kGemmN - 1) / kGemmN), unsigned(tiles)),
-           dim3(kGemmThreads), kGemmSmem, stream_, static_cast<const C*>(xb.raw()),
-           static_cast<const C*>(w.raw()), n, k, plan.offsets.data<int32_t>(), E,
-           out.data<float>());
+           dim3(kGemmThreads), kGemmSmem, stream_, static_cast<const C*>(xb.raw()), xs, wb,
+           expert_bytes, n, k, plan.offsets.data<int32_t>(), E, out.data<float>());
   };
-  // The GEMM takes 16-bit weights only (ops.cpp admits f32, f16 and bf16; f32 took the GEMV).
-  if (w.dtype() == DType::BF16) run(static_cast<__nv_bfloat16*>(nullptr));
-  else run(static_cast<__half*>(nullptr));
+  if (fp8) {  // W8A8: the rows quantized per token
+    Tensor xq = Tensor::empty({S, k}, DType::F8_E4M3, x.device());
+    Tensor xs = Tensor::empty({S}, DType::F32, x.device());
+    launch(moe_gather_rows_fp8_kernel, dim3(gather_blocks), dim3(256), 0, stream_,
+           x.data<float>(), ldx, r, S, k, static_cast<__nv_fp8_e4m3*>(xq.raw()),
+           xs.data<float>());
+    run(static_cast<__nv_fp8_e4m3*>(nullptr), xq, xs.data<float>());
+    return;
+  }
+  // 16-bit weights: the rows rounded to their type (ops.cpp admits f32, f16, bf16 and
+  // FP8_E4M3; f32 took the GEMV).
+  Tensor xb = Tensor::empty({S, k}, w.dtype(), x.device());
+  const auto gather = [&](auto* tag) {
+    using C = std::remove_pointer_t<decltype(tag)>;
+    launch(moe_gather_rows_kernel<C>, dim3(gather_blocks), dim3(128), 0, stream_,
+           x.data<float>(), ldx, r, S, k, static_cast<C*>(xb.raw()));
+    run(tag, xb, nullptr);
+  };
+  if (w.dtype() == DType::BF16) gather(static_cast<__nv_bfloat16*>(nullptr));
+  else gather(static_cast<__half*>(nullptr));
 }
 
 void CudaBackend::moe_combine(const Tensor& y, const Tensor& ids, const Tensor& weights,
