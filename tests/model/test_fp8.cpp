@@ -760,6 +760,34 @@ TEST(Fp8Gpu, QuantizedAtLoadAsTheFixtureCheckpoint) {
   EXPECT_GT(compare(all_logits(plain, "llama"), all_logits(ref, "llama"), vocab).max_abs, 0.0);
 }
 
+namespace {
+
+// The tiny qwen3_moe, deepseek_v2 and deepseek_v3 models with --quantization fp8 on the GPU
+// (under `dtype`) give the CPU's --quantization fp8 logits (by `logits`) within the fixtures'
+// bar; control: the unquantized model on the GPU is farther than the bar.
+void expect_fp8_moe_models_as_on_the_cpu(
+    std::optional<DType> dtype,
+    std::vector<float> (*logits)(const LoadedModel&, const std::string&), const char* what) {
+  for (const std::string base : {"qwen3_moe", "deepseek_v2", "deepseek_v3"}) {
+    const std::string dir = testing_tiny::kDir + base;
+    const LoadedModel cpu = load_model(dir, {}, kCpu, 0, 1, std::nullopt, "fp8");
+    const LoadedModel gpu = load_model(dir, {}, kGpu, 0, 1, dtype, "fp8");
+    const LoadedModel plain = load_model(dir, {}, kGpu, 0, 1, dtype);
+    const std::vector<float> a = logits(gpu, base), b = logits(cpu, base), c = logits(plain, base);
+    ASSERT_EQ(a.size(), b.size());
+    const int vocab = cpu.config().vocab_size;
+    const int64_t rows = int64_t(a.size()) / vocab;
+    const double err = testing_tiny::rel_error(a.data(), b.data(), rows, vocab);
+    const double control = testing_tiny::rel_error(c.data(), b.data(), rows, vocab);
+    EXPECT_LE(err, testing_tiny::kBar) << base << " " << what;
+    EXPECT_GT(control, testing_tiny::kBar) << base << ": FP8 does not move this model";
+    std::printf("[ fp8 gpu ] %s %s against the CPU %.2e (bar %.0e; unquantized %.2e)\n",
+                base.c_str(), what, err, testing_tiny::kBar, control);
+  }
+}
+
+}  // namespace
+
 // --quantization fp8 on MoE and MLA models: the GPU in f32 (FP8 values widened exactly, so
 // only the order of sums differs) gives the CPU's logits within the fixtures' bar. On the GPU
 // the experts are stacked for the grouped kernels (the shared ones too, DeepSeek) and the MLA
@@ -767,24 +795,7 @@ TEST(Fp8Gpu, QuantizedAtLoadAsTheFixtureCheckpoint) {
 // unquantized model is farther than the bar from the quantized one.
 TEST(Fp8Gpu, MoeAndMlaQuantizedAtLoadAsOnTheCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
-  for (const std::string base : {"qwen3_moe", "deepseek_v2", "deepseek_v3"}) {
-    const LoadedModel cpu =
-        load_model(testing_tiny::kDir + base, {}, kCpu, 0, 1, std::nullopt, "fp8");
-    const LoadedModel gpu =
-        load_model(testing_tiny::kDir + base, {}, kGpu, 0, 1, DType::F32, "fp8");
-    const LoadedModel plain = load_model(testing_tiny::kDir + base, {}, kGpu, 0, 1, DType::F32);
-    const std::vector<float> a = all_logits(gpu, base), b = all_logits(cpu, base);
-    const std::vector<float> c = all_logits(plain, base);
-    ASSERT_EQ(a.size(), b.size());
-    const int vocab = cpu.config().vocab_size;
-    const int64_t rows = int64_t(a.size()) / vocab;
-    const double err = testing_tiny::rel_error(a.data(), b.data(), rows, vocab);
-    const double control = testing_tiny::rel_error(c.data(), b.data(), rows, vocab);
-    EXPECT_LE(err, testing_tiny::kBar) << base;
-    EXPECT_GT(control, testing_tiny::kBar) << base << ": FP8 does not move this model";
-    std::printf("[ fp8 gpu ] %s --quantization fp8, CUDA f32 against CPU %.2e (bar %.0e; "
-                "unquantized %.2e)\n", base.c_str(), err, testing_tiny::kBar, control);
-  }
+  expect_fp8_moe_models_as_on_the_cpu(DType::F32, all_logits, "--quantization fp8, CUDA f32");
 }
 
 // On a GPU that keeps FP8 weights the MoE experts stack as FP8 (stack_experts): each expert
@@ -845,24 +856,7 @@ TEST(Fp8Gpu, ExpertsStackAsFp8) {
 // unquantized model is farther than the bar.
 TEST(Fp8Gpu, MoeExpertsKeptFp8DecodeAsOnTheCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device in this process";
-  for (const std::string base : {"qwen3_moe", "deepseek_v2", "deepseek_v3"}) {
-    const LoadedModel cpu =
-        load_model(testing_tiny::kDir + base, {}, kCpu, 0, 1, std::nullopt, "fp8");
-    const LoadedModel gpu =
-        load_model(testing_tiny::kDir + base, {}, kGpu, 0, 1, std::nullopt, "fp8");
-    const LoadedModel plain = load_model(testing_tiny::kDir + base, {}, kGpu, 0, 1);
-    const std::vector<float> a = decode_logits(gpu, base), b = decode_logits(cpu, base);
-    const std::vector<float> c = decode_logits(plain, base);
-    ASSERT_EQ(a.size(), b.size());
-    const int vocab = cpu.config().vocab_size;
-    const int64_t rows = int64_t(a.size()) / vocab;
-    const double err = testing_tiny::rel_error(a.data(), b.data(), rows, vocab);
-    const double control = testing_tiny::rel_error(c.data(), b.data(), rows, vocab);
-    EXPECT_LE(err, testing_tiny::kBar) << base;
-    EXPECT_GT(control, testing_tiny::kBar) << base << ": FP8 does not move this model";
-    std::printf("[ fp8 gpu ] %s FP8 experts, decode on CUDA against CPU %.2e (bar %.0e; "
-                "unquantized %.2e)\n", base.c_str(), err, testing_tiny::kBar, control);
-  }
+  expect_fp8_moe_models_as_on_the_cpu(std::nullopt, decode_logits, "FP8 experts, CUDA decode");
 }
 
 // The fixtures' FP8 checkpoints on a GPU with their weights kept FP8 (--dtype auto: the rest of

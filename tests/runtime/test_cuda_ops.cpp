@@ -118,6 +118,8 @@ TEST_F(CudaOps, MatmulMatchesCpu) {
     }
 }
 
+namespace {
+
 // [tokens, top_k] expert ids among experts 0 .. used - 1, distinct within each token, expert 0
 // for every other token (so that it gets the most rows).
 Tensor routed_ids(int64_t tokens, int top_k, int used) {
@@ -133,6 +135,44 @@ Tensor routed_ids(int64_t tokens, int top_k, int used) {
   }
   return ids;
 }
+
+// The largest relative error, over experts, of a grouped product `got` [S, n] (host) against
+// the CPU's f32 product of each expert's rows of x [T, k] (token[r] for grouped row r, expert
+// e's rows offsets[e] .. offsets[e + 1]) and its rows of w [E * n, k] f32.
+double worst_expert_error(const Tensor& got, const Tensor& x, const Tensor& w,
+                          const Tensor& token, const Tensor& offsets, int E) {
+  const int64_t k = x.size(1), n = got.size(1);
+  double worst = 0;
+  for (int e = 0; e < E; ++e) {
+    const int r0 = offsets.data<int32_t>()[e], r1 = offsets.data<int32_t>()[e + 1];
+    if (r1 == r0) continue;
+    Tensor xe = Tensor::empty({r1 - r0, k}, DType::F32);
+    for (int r = r0; r < r1; ++r)
+      std::copy_n(x.data<float>() + token.data<int32_t>()[r] * k, k,
+                  xe.data<float>() + (r - r0) * k);
+    Tensor ref = Tensor::empty({r1 - r0, n}, DType::F32);
+    matmul(xe, w.narrow(e * n, n), ref);
+    Tensor mine = Tensor::empty({r1 - r0, n}, DType::F32);
+    std::copy_n(got.data<float>() + r0 * n, (r1 - r0) * n, mine.data<float>());
+    worst = std::max(worst, rel_err(mine, ref));
+  }
+  return worst;
+}
+
+// Whether moe_matmul_silu of host x over w gives the bits of silu_and_mul over `product`, the
+// plain moe_matmul of the same operands (on the GPU).
+bool silu_fused_is_silu_of(const Tensor& product, const Tensor& x, const Tensor& w,
+                           const MoePlan& plan) {
+  const int64_t S = product.size(0), half = product.size(1) / 2;
+  Tensor act = Tensor::empty({S, half}, DType::F32, kGpu);
+  Tensor act_ref = Tensor::empty({S, half}, DType::F32, kGpu);
+  silu_and_mul(product, act_ref);
+  moe_matmul_silu(x.to(kGpu), plan.token, w, plan, act);
+  const Tensor a1 = host(act), a2 = host(act_ref);
+  return std::memcmp(a1.raw(), a2.raw(), size_t(S * half) * sizeof(float)) == 0;
+}
+
+}  // namespace
 
 // The experts' grouped projection: experts averaging more than 8 rows take the tensor-core
 // GEMM (x rounded to the weights' type; the reference rounds it the same way, so only the
@@ -162,25 +202,10 @@ TEST_F(CudaOps, MoeMatmulMatchesReference) {
       const Tensor got = host(out), token = host(plan.token), offsets = host(plan.offsets);
       const bool gemm = S > 8 * std::min<int64_t>(S, E) && c.k % 64 == 0;
       const Tensor xr = gemm ? widen(to_half(x, dt)) : x;
-      const Tensor wf = widen(w);
-      double worst = 0;
-      for (int e = 0; e < E; ++e) {
-        const int r0 = offsets.data<int32_t>()[e], r1 = offsets.data<int32_t>()[e + 1];
-        if (e >= used) {
-          EXPECT_EQ(r1, r0) << "expert " << e << " has no rows";
-        }
-        if (r1 == r0) continue;
-        Tensor xe = Tensor::empty({r1 - r0, c.k}, DType::F32);
-        for (int r = r0; r < r1; ++r)
-          std::copy_n(xr.data<float>() + token.data<int32_t>()[r] * c.k, c.k,
-                      xe.data<float>() + (r - r0) * c.k);
-        Tensor ref = Tensor::empty({r1 - r0, c.n}, DType::F32);
-        matmul(xe, wf.narrow(e * c.n, c.n), ref);
-        Tensor mine = Tensor::empty({r1 - r0, c.n}, DType::F32);
-        std::copy_n(got.data<float>() + r0 * c.n, (r1 - r0) * c.n, mine.data<float>());
-        worst = std::max(worst, rel_err(mine, ref));
-      }
-      EXPECT_LT(worst, gemm ? 1e-5 : 1e-6)
+      for (int e = used; e < E; ++e)
+        EXPECT_EQ(offsets.data<int32_t>()[e + 1], offsets.data<int32_t>()[e])
+            << "expert " << e << " has no rows";
+      EXPECT_LT(worst_expert_error(got, xr, widen(w), token, offsets, E), gemm ? 1e-5 : 1e-6)
           << dtype_name(dt) << " tokens=" << c.tokens << " k=" << c.k << " n=" << c.n;
       // Rows already in grouped order (the down projection's input): the same bits.
       Tensor xg = Tensor::empty({S, c.k}, DType::F32);
@@ -204,15 +229,12 @@ TEST_F(CudaOps, MoeMatmulMatchesReference) {
       }
       // The activation fused into the product (the GEMV's epilogue; the GEMM runs the two ops):
       // the bits of silu_and_mul over the plain product.
-      Tensor act = Tensor::empty({S, c.n / 2}, DType::F32, kGpu);
-      Tensor act_ref = Tensor::empty({S, c.n / 2}, DType::F32, kGpu);
-      silu_and_mul(out, act_ref);
-      moe_matmul_silu(x.to(kGpu), plan.token, wg, plan, act);
-      const Tensor a1 = host(act), a2 = host(act_ref);
-      EXPECT_EQ(0, std::memcmp(a1.raw(), a2.raw(), size_t(S * c.n / 2) * sizeof(float)))
+      EXPECT_TRUE(silu_fused_is_silu_of(out, x, wg, plan))
           << "silu fused, " << dtype_name(dt) << " tokens=" << c.tokens << " n=" << c.n;
     }
 }
+
+namespace {
 
 // e4m3 of v / s, back to f32 and times s: the value an FP8 quantizer with scale s keeps
 // (clamped to +-448 first, as the kernels' saturating conversion).
@@ -246,6 +268,8 @@ Tensor gpu_fp8_experts(const Tensor& w32, int E, int64_t n, int64_t k, Tensor& d
   backend_for(kGpu).copy(g.raw(), kGpu, out.raw(), kCpu, size_t(out.nbytes()));
   return g;
 }
+
+}  // namespace
 
 // FP8 experts (--quantization fp8 or an FP8 checkpoint on a GPU). Steps of up to 4 tokens take
 // the GEMV (x in f32): the CPU's f32 product of the dequantized weights, up to the order of the
@@ -282,33 +306,13 @@ TEST_F(CudaOps, MoeMatmulFp8MatchesDequantizedWeights) {
       for (int64_t i = 0; i < c.k; ++i) xq.data<float>()[t * c.k + i] = fp8_kept(xr[i], amax / 448);
     }
     const auto worst_against = [&](const Tensor& xr) {
-      double worst = 0;
-      for (int e = 0; e < E; ++e) {
-        const int r0 = offsets.data<int32_t>()[e], r1 = offsets.data<int32_t>()[e + 1];
-        if (r1 == r0) continue;
-        Tensor xe = Tensor::empty({r1 - r0, c.k}, DType::F32);
-        for (int r = r0; r < r1; ++r)
-          std::copy_n(xr.data<float>() + token.data<int32_t>()[r] * c.k, c.k,
-                      xe.data<float>() + (r - r0) * c.k);
-        Tensor ref = Tensor::empty({r1 - r0, c.n}, DType::F32);
-        matmul(xe, deq.narrow(e * c.n, c.n), ref);
-        Tensor mine = Tensor::empty({r1 - r0, c.n}, DType::F32);
-        std::copy_n(got.data<float>() + r0 * c.n, (r1 - r0) * c.n, mine.data<float>());
-        worst = std::max(worst, rel_err(mine, ref));
-      }
-      return worst;
+      return worst_expert_error(got, xr, deq, token, offsets, E);
     };
     const double bound = c.gemm ? 1e-3 : 1e-6;
     EXPECT_LT(worst_against(c.gemm ? xq : x), bound) << what;
     EXPECT_GT(worst_against(c.gemm ? x : xq), 10 * bound) << what << ": the other path ran";
     // The activation fused into the product: the bits of silu_and_mul over the plain product.
-    Tensor act = Tensor::empty({S, c.n / 2}, DType::F32, kGpu);
-    Tensor act_ref = Tensor::empty({S, c.n / 2}, DType::F32, kGpu);
-    silu_and_mul(out, act_ref);
-    moe_matmul_silu(x.to(kGpu), plan.token, wg, plan, act);
-    const Tensor a1 = host(act), a2 = host(act_ref);
-    EXPECT_EQ(0, std::memcmp(a1.raw(), a2.raw(), size_t(S * c.n / 2) * sizeof(float)))
-        << "silu fused, " << what;
+    EXPECT_TRUE(silu_fused_is_silu_of(out, x, wg, plan)) << "silu fused, " << what;
   }
 }
 
