@@ -86,10 +86,7 @@ Tensor fp8_values(const Tensor& t) {
   if (t.dtype() == DType::F32) return f;
   const std::vector<int64_t> shape = t.shape();
   Tensor out = Tensor::empty(std::span<const int64_t>(shape), t.dtype());
-  auto* o = static_cast<uint16_t*>(out.raw());
-  const float* v = f.data<float>();
-  for (int64_t i = 0; i < f.numel(); ++i)
-    o[i] = t.dtype() == DType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+  f32_to_16bit(t.dtype(), f.data<float>(), static_cast<uint16_t*>(out.raw()), f.numel());
   return out;
 }
 
@@ -136,10 +133,8 @@ DecoderModel::DecoderModel(ModelConfig config, const WeightSource& w, const Prog
         if (std::all_of(parts.begin(), parts.end(),
                         [&](const Tensor& t) { return t.dtype() == parts[0].dtype(); }))
           for (const Tensor& t : parts) {
-            // --quantization fp8 fuses the parts' FP8 (or f32, rows short of a block) copies
-            const DType fused = !c.quantize_fp8            ? t.dtype()
-                                : t.size(1) % kFp8Block == 0 ? DType::FP8_E4M3
-                                                             : DType::F32;
+            // --quantization fp8 fuses the parts' quantized copies
+            const DType fused = c.quantize_fp8 ? fp8_quantized_dtype(t.size(1)) : t.dtype();
             fused_bytes += size_t(row_bytes(fused, t.size(1)) * t.size(0));
           }
         fused_bytes += 64;  // alignment of each fused tensor

@@ -240,6 +240,10 @@ std::unique_ptr<WeightSource> make_quantized_source(std::shared_ptr<SafetensorsM
   return std::make_unique<QuantizedSource>(std::move(st), q);
 }
 
+DType fp8_quantized_dtype(int64_t k) {
+  return k % kFp8Block == 0 ? DType::FP8_E4M3 : DType::F32;
+}
+
 Tensor quantize_fp8_per_tensor(const Tensor& w) {
   VLLM_CHECK(w.ndim() == 2 && w.is_contiguous(), "quantize_fp8_per_tensor of ", w.shape_str());
   const int64_t N = w.size(0), K = w.size(1);
@@ -269,7 +273,7 @@ Tensor quantize_fp8_per_tensor(const Tensor& w) {
       }
     });
   };
-  if (K % kFp8Block != 0) {  // assemble_fp8's f32 values
+  if (fp8_quantized_dtype(K) == DType::F32) {  // assemble_fp8's f32 values
     std::vector<uint8_t> all(static_cast<size_t>(N * K));
     quantize_rows([&](int64_t n, const uint8_t* q) {
       std::memcpy(&all[size_t(n * K)], q, size_t(K));

@@ -50,5 +50,8 @@ std::unique_ptr<WeightSource> make_quantized_source(std::shared_ptr<SafetensorsM
 // clamped to +-448 after division by it and rounded to nearest even (vLLM's dynamic per-tensor
 // FP8 weight quantization). An all-zero tensor gets scale 1.
 Tensor quantize_fp8_per_tensor(const Tensor& w);
+// The type quantize_fp8_per_tensor gives rows of k elements: FP8_E4M3 where k is a whole
+// number of 32-element blocks, else F32 (the quantized values widened).
+DType fp8_quantized_dtype(int64_t k);
 
 }  // namespace vllm

@@ -179,8 +179,7 @@ void upload_as(const Tensor& src, DType dtype, void* dst, Device device) {
     cpu::dequantize_row(src.dtype(), src.row(r), f.data(), n);
     const void* piece = f.data();
     if (dtype != DType::F32) {
-      for (int64_t i = 0; i < n; ++i)
-        h[i] = dtype == DType::BF16 ? f32_to_bf16(f[i]) : f32_to_f16(f[i]);
+      f32_to_16bit(dtype, f.data(), h.data(), n);
       piece = h.data();
     }
     be.copy(static_cast<char*>(dst) + r * cols * out_elem, device, piece, kCpu,

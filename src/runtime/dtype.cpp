@@ -81,6 +81,12 @@ uint16_t f32_to_f16(float f) {
   return uint16_t(sign | r);
 }
 
+void f32_to_16bit(DType t, const float* in, uint16_t* out, int64_t n) {
+  VLLM_CHECK(t == DType::F16 || t == DType::BF16, "f32_to_16bit into ", dtype_name(t));
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = t == DType::BF16 ? f32_to_bf16(in[i]) : f32_to_f16(in[i]);
+}
+
 uint8_t f32_to_fp8_e4m3(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);

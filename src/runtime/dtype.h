@@ -52,6 +52,9 @@ inline uint16_t f32_to_bf16(float f) {
   return uint16_t(u >> 16);
 }
 
+// n f32 values rounded to t (F16 or BF16) as 16-bit words.
+void f32_to_16bit(DType t, const float* in, uint16_t* out, int64_t n);
+
 // ---- float8 e4m3fn (no infinities; S.1111.111 is NaN; largest finite 448) ----
 // Exact: every e4m3fn value is an f32 (NaN stays NaN).
 inline float fp8_e4m3_to_f32(uint8_t b) {

@@ -2,10 +2,10 @@
 // grouping of routed rows by expert (one block), the experts' projections over their grouped
 // rows, and the weighted sum back into tokens. The projections are a grouped GEMV (weights
 // read once per 8 rows of an expert, x kept in f32) while experts have few rows on average
-// (decode), else a grouped GEMM on tensor cores (x rounded to the weights' 16-bit type, as
-// the dense matmul does on cuBLASLt; with FP8 experts, x quantized to e4m3 per token and the
-// e4m3 MMA, as the dense W8A8 path). Nothing goes to the host, so any step of a MoE model
-// can be captured as a graph.
+// (decode; FP8 experts: steps of up to 4 tokens), else a grouped GEMM on tensor cores (x
+// rounded to the weights' 16-bit type, as the dense matmul does on cuBLASLt; with FP8
+// experts, x quantized to e4m3 per token and the e4m3 MMA, as the dense W8A8 path). Nothing
+// goes to the host, so any step of a MoE model can be captured as a graph.
 #include <climits>
 #include <type_traits>
 
@@ -561,9 +561,9 @@ constexpr int kGemvMaxMeanRows = 8;
 // FP8 experts: the GEMV while no expert can have more rows than this (the step's token count,
 // MoePlan::max_rows_per_expert), the W8A8 GEMM beyond. Widened e4m3 pieces take 150-176
 // registers over 4-8 rows, and each weight byte meets 4 bytes of x a row read through L1:
-// measured on an H100 (Qwen3-30B-A3B shape, docs/benchmarks.md), 2 tokens a step ran 1.46x
-// faster on the GEMV than on the GEMM, 4 tokens 1.06x, while 128-token prefills ran 7.5x
-// faster on the GEMM than on the 8-row GEMV.
+// measured on an H100 (Qwen3-30B-A3B shape, docs/benchmarks.md), steps of 2 tokens ran 1.46x
+// faster on the GEMV than on the GEMM, of 4 tokens 1.06x, while 128-token prefills ran 7.6x
+// faster on the GEMM than on the 8-row GEMV (two calls).
 constexpr int kFp8GemvMaxRows = 4;
 
 // xb[r, :] = x[rows[r], :] (rows undefined: x[r, :]) rounded to C, one block per row.
