@@ -201,25 +201,37 @@ bool fp8_rows_uniform(const Tensor& w) {
 }
 
 // Writes the rows of host FP8_E4M3 `src` (one scale a row) as rows [row0, row0 + rows) of the
-// device tensor at `dst`, N rows of K in all, in the device layout of an FP8_E4M3 matmul weight
-// (runtime/cuda/gemv.cu reads it): the N x K e4m3 bytes row by row, then the N f32 row scales,
-// then padding to the host tensor's size (K / 32 * 36 bytes a row). Scales go to `scales`.
-void upload_fp8_rows(const Tensor& src, void* dst, int64_t row0, int64_t k,
-                     std::vector<float>& scales, Device device) {
+// device tensor at `dst`, `total` rows of K in all, in the device layout of an FP8_E4M3 matmul
+// weight (runtime/cuda/gemv.cu reads it): the total x K e4m3 bytes row by row, then the total
+// f32 row scales, then padding to the host tensor's size (K / 32 * 36 bytes a row). A row whose
+// blocks disagree on the scale is an error (fp8_rows_uniform decides before; this guards parts
+// that follow the one it was asked of).
+void upload_fp8_rows(const Tensor& src, void* dst, int64_t row0, int64_t total, int64_t k,
+                     Device device) {
   const int64_t rows = src.size(0), blocks = k / kFp8Block;
+  VLLM_CHECK(src.dtype() == DType::FP8_E4M3 && src.ndim() == 2 && src.is_contiguous() &&
+                 src.size(1) == k && row0 + rows <= total,
+             "FP8 rows ", src.shape_str(), " at row ", row0, " of ", total, "x", k);
   const int64_t rows_per_piece = std::max<int64_t>(1, (int64_t(4) << 20) / k);
   std::vector<uint8_t> piece(static_cast<size_t>(std::min(rows, rows_per_piece) * k));
+  std::vector<float> scales(static_cast<size_t>(rows));
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_piece) {
     const int64_t n = std::min(rows_per_piece, rows - r0);
     for (int64_t r = 0; r < n; ++r) {
       const auto* b = reinterpret_cast<const BlockFp8E4M3*>(src.row(r0 + r));
       uint8_t* out = piece.data() + r * k;
-      for (int64_t j = 0; j < blocks; ++j) std::memcpy(out + j * kFp8Block, b[j].qs, kFp8Block);
-      scales[static_cast<size_t>(row0 + r0 + r)] = b[0].d;
+      for (int64_t j = 0; j < blocks; ++j) {
+        VLLM_CHECK(std::memcmp(&b[j].d, &b[0].d, sizeof(float)) == 0, "FP8 weight row ", r0 + r,
+                   " of ", src.shape_str(), " has more than one scale");
+        std::memcpy(out + j * kFp8Block, b[j].qs, kFp8Block);
+      }
+      scales[static_cast<size_t>(r0 + r)] = b[0].d;
     }
     backend_for(device).copy(static_cast<char*>(dst) + (row0 + r0) * k, device, piece.data(),
                              kCpu, static_cast<size_t>(n * k));
   }
+  backend_for(device).copy(static_cast<char*>(dst) + total * k + row0 * int64_t(sizeof(float)),
+                           device, scales.data(), kCpu, scales.size() * sizeof(float));
 }
 
 // Whether `weights` are quantized on the device under `where` (quantize_fp8 on a GPU that
@@ -287,21 +299,24 @@ Tensor stack_experts(const std::vector<std::vector<Tensor>>& parts,
   const bool fp8 = stacks_as_fp8(parts[0][0], where);
   const DType dt = fp8 ? DType::FP8_E4M3 : where.compute_dtype(parts[0][0].dtype());
   Tensor out = Tensor::empty({int64_t(parts.size()), rows, in}, dt, device);
-  std::vector<float> scales(fp8 ? static_cast<size_t>(rows) : 0);
+  // Whether part w stacks as expert 0's first did (FP8 rows with one scale each are checked as
+  // upload_fp8_rows copies them, not in a second pass here).
+  const auto stacks = [&](const Tensor& w) {
+    if (!fp8) return where.compute_dtype(w.dtype()) == dt;
+    return w.dtype() == DType::FP8_E4M3 || quantizes_on_device({w}, where);
+  };
   for (size_t e = 0; e < parts.size(); ++e) {
     Tensor slot = out.narrow(int64_t(e), 1).reshape({rows, in});
     int64_t row = 0;
     for (const Tensor& w : parts[e]) {
       VLLM_CHECK(w.ndim() == 2 && w.size(1) == in && row + w.size(0) <= rows &&
-                     (fp8 ? stacks_as_fp8(w, where) : where.compute_dtype(w.dtype()) == dt),
+                     stacks(w),
                  "expert ", e, " weight ", w.shape_str(), " ", dtype_name(w.dtype()),
                  " does not stack with expert 0's");
       if (!fp8) {
         upload_as(w, dt, slot.row(row), device);
       } else if (w.dtype() == DType::FP8_E4M3) {
-        upload_fp8_rows(w, slot.raw(), row, in, scales, device);
-        backend_for(device).copy(static_cast<char*>(slot.raw()) + (rows * in + row * 4), device,
-                                 scales.data() + row, kCpu, size_t(w.size(0)) * sizeof(float));
+        upload_fp8_rows(w, slot.raw(), row, rows, in, device);
       } else {
         quantize_fp8_weight(w.to(device), slot, row);
       }
@@ -363,14 +378,11 @@ Linear Linear::fused(const std::vector<Tensor>& stored, const std::vector<Tensor
     lin.parts = {f};
   } else if (keep_fp8) {
     Tensor f = Tensor::empty({lin.out_features, in}, DType::FP8_E4M3, device);
-    std::vector<float> scales(static_cast<size_t>(lin.out_features));
     int64_t row = 0;
     for (const Tensor& w : weights) {
-      upload_fp8_rows(w, f.raw(), row, in, scales, device);
+      upload_fp8_rows(w, f.raw(), row, lin.out_features, in, device);
       row += w.size(0);
     }
-    backend_for(device).copy(static_cast<char*>(f.raw()) + lin.out_features * in, device,
-                             scales.data(), kCpu, scales.size() * sizeof(float));
     lin.parts = {f};
   } else if (weights.size() == 1) {
     lin.parts = {place_weight(weights[0], where)};

@@ -190,56 +190,73 @@ struct HeadNormArgs {
   int q_heads = 0;
 };
 
-// One block per token, one warp per head at a time: the head's row read once into the warp's
-// shared row, RMS-normed there where norms are given (each lane sums the squares of its lanes
-// in order and the warp reduces them as rms_norm_kernel does with its 32 threads, so heads of
-// up to 128 lanes get rms_norm's bits), rotated there (rope_kernel's arithmetic), then written
-// back to x and, for the k heads (the last kv heads of x), to the cache. v goes to the cache
-// as it is. The angles depend only on the step's inputs, so they are computed before the wait.
+// Heads of up to 32 x kRopeMaxPerLane lanes take the fused kernel; a block has at most
+// kRopeWarps warps, one head each.
+constexpr int kRopeMaxPerLane = 8;
+constexpr int kRopeWarps = 8;
+
+// Block (t, y) rotates token t's heads y * warps .. + warps, one warp a head, and writes its
+// share of the token's v row to the cache. A warp reads its head's row into registers at once
+// (the one dependent load of the kernel), RMS-norms it where norms are given (each lane sums
+// the squares of its lanes in order and the warp reduces them as rms_norm_kernel does with its
+// 32 threads, so heads of up to 128 lanes get rms_norm's bits), rotates it in the warp's shared
+// row (rope_kernel's arithmetic), then writes it back to x and, for the k heads (the last kv
+// heads of x), to the cache. The angles and the norm weights depend only on the step's inputs
+// and the model, so they are read before the wait.
 template <typename C>
 __global__ void rope_cache_kernel(float* x, const int32_t* __restrict__ positions,
                                   const RopeArgs a, int head_dim, const float* __restrict__ v,
                                   int64_t vs, const CacheRows<C> c,
                                   const int32_t* __restrict__ slots, const HeadNormArgs norms) {
+  constexpr int P = kRopeMaxPerLane;
   __shared__ float cos_s[kMaxRotaryPairs], sin_s[kMaxRotaryPairs];
-  extern __shared__ float head_rows[];  // [warps][head_dim]
+  __shared__ float head_rows[kRopeWarps][32 * P];
   const int64_t t = blockIdx.x;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int h = int(blockIdx.y) * int(blockDim.x / 32) + warp;
+  const bool mine = h < a.heads;
   rope_angles(positions[t], a, cos_s, sin_s);
   const int64_t slot = slots[t];
+  float w[P];
+  if (norms.q_weight && mine) {
+    const float* nw = h < norms.q_heads ? norms.q_weight : norms.k_weight;
+#pragma unroll
+    for (int j = 0; j < P; ++j) w[j] = lane + 32 * j < head_dim ? nw[lane + 32 * j] : 0.0f;
+  }
   pdl_begin();
+  float* xh = x + t * a.stride_t + int64_t(h) * a.stride_h;
+  float y[P];
+#pragma unroll
+  for (int j = 0; j < P; ++j) y[j] = mine && lane + 32 * j < head_dim ? xh[lane + 32 * j] : 0.0f;
   if (slot >= 0)
-    for (int64_t i = threadIdx.x; i < c.v_width; i += blockDim.x)
+    for (int64_t i = blockIdx.y * blockDim.x + threadIdx.x; i < c.v_width;
+         i += int64_t(gridDim.y) * blockDim.x)
       c.v[slot * c.v_stride + i] = from_float<C>(v[t * vs + i]);
   __syncthreads();  // the angles
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const int kv_heads = int(c.k_width / head_dim), first_k = a.heads - kv_heads;
-  float* row = head_rows + warp * head_dim;
-  for (int h = warp; h < a.heads; h += warps) {
-    float* xh = x + t * a.stride_t + h * a.stride_h;
+  if (!mine) return;
+  if (norms.q_weight) {
     float ss = 0.0f;
-    for (int i = lane; i < head_dim; i += 32) {
-      const float y = xh[i];
-      row[i] = y;
-      ss += y * y;
-    }
-    if (norms.q_weight) {
-      const float* w = h < norms.q_heads ? norms.q_weight : norms.k_weight;
-      const float scale = rsqrtf(warp_sum(ss) / float(head_dim) + norms.eps);
-      for (int i = lane; i < head_dim; i += 32) row[i] = row[i] * scale * w[i];
-    }
-    __syncwarp();
-    for (int i = lane; i < a.half; i += 32) {
-      const int i0 = rope_lane0(a, i), i1 = rope_lane1(a, i);
-      rope_pair(row[i0], row[i1], cos_s[i], sin_s[i], row[i0], row[i1]);
-    }
-    __syncwarp();
-    const bool cached = h >= first_k && slot >= 0;
-    C* k_row = c.k + slot * c.k_stride + int64_t(h - first_k) * head_dim;
-    for (int i = lane; i < head_dim; i += 32) {
-      xh[i] = row[i];
-      if (cached) k_row[i] = from_float<C>(row[i]);
-    }
-    __syncwarp();  // the row is refilled for the warp's next head
+#pragma unroll
+    for (int j = 0; j < P; ++j) ss += y[j] * y[j];  // lanes past the head hold zeros
+    const float scale = rsqrtf(warp_sum(ss) / float(head_dim) + norms.eps);
+#pragma unroll
+    for (int j = 0; j < P; ++j) y[j] = y[j] * scale * w[j];
+  }
+  float* row = head_rows[warp];
+#pragma unroll
+  for (int j = 0; j < P; ++j) row[lane + 32 * j] = y[j];
+  __syncwarp();
+  for (int i = lane; i < a.half; i += 32) {
+    const int i0 = rope_lane0(a, i), i1 = rope_lane1(a, i);
+    rope_pair(row[i0], row[i1], cos_s[i], sin_s[i], row[i0], row[i1]);
+  }
+  __syncwarp();
+  const int first_k = a.heads - int(c.k_width / head_dim);
+  const bool cached = h >= first_k && slot >= 0;
+  C* k_row = c.k + slot * c.k_stride + int64_t(h - first_k) * head_dim;
+  for (int i = lane; i < head_dim; i += 32) {
+    xh[i] = row[i];
+    if (cached) k_row[i] = from_float<C>(row[i]);
   }
 }
 
@@ -506,18 +523,15 @@ bool CudaBackend::rope_and_cache(Tensor& qk, const Tensor& positions, const Rope
     n.eps = norms->eps;
     n.q_heads = norms->q_heads;
   }
-  // A warp a head, up to 32, each with a shared row of the head: the rows and the kernel's
-  // angle tables within the default 48 KiB of shared memory.
-  constexpr size_t kRowBytes = 48 * 1024 - 2 * kMaxRotaryPairs * sizeof(float);
-  VLLM_CHECK(head_dim * sizeof(float) <= kRowBytes, "rope_and_cache on CUDA: heads of ",
-             head_dim, " lanes");
-  const int warps = std::min({a.heads, 32, int(kRowBytes / (head_dim * sizeof(float)))});
+  // Longer heads take the plain ops.
+  if (head_dim > 32 * kRopeMaxPerLane) return false;
+  const int warps = std::min(a.heads, kRopeWarps);
+  const dim3 grid(rows_grid(t), unsigned((a.heads + warps - 1) / warps));
   dispatch_cache_type(k_cache.dtype(), [&](auto* tag) {
     using C = std::remove_pointer_t<decltype(tag)>;
-    launch(rope_cache_kernel<C>, rows_grid(t), dim3(unsigned(32 * warps)),
-        size_t(warps) * head_dim * sizeof(float), stream_, qk.data<float>(),
-        positions.data<int32_t>(), a, head_dim, v.data<float>(), row_stride(v),
-        cache_rows<C>(k_cache, v_cache), slot_mapping.data<int32_t>(), n);
+    launch(rope_cache_kernel<C>, grid, dim3(unsigned(32 * warps)), 0, stream_, qk.data<float>(),
+           positions.data<int32_t>(), a, head_dim, v.data<float>(), row_stride(v),
+           cache_rows<C>(k_cache, v_cache), slot_mapping.data<int32_t>(), n);
   });
   return true;
 }

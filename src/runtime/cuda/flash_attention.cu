@@ -24,6 +24,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -180,12 +181,14 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
         j < kv_end ? int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
     return kv_slot * slot_elems + int64_t(kvh) * D;
   };
-  // Keys and values of tile i into stage s; rows past kv_end are zero-filled.
-  auto load_kv = [&](int i, int s) {
+  // Keys and values of tile i into stage s, the rows of keys j in [from, to); rows past kv_end
+  // are zero-filled.
+  auto load_kv = [&](int i, int s, int from = INT_MIN, int to = INT_MAX) {
     const int j0 = kv_begin + i * kKeys;
     if constexpr (kFp8) {
       for (int c = tid; c < kKeys * kPieces; c += kThreads) {
         const int r = c / kPieces, pc = c % kPieces, j = j0 + r;
+        if (j < from || j >= to) continue;
         const int64_t off = key_offset(j) + pc * 16;
         cp_async16(&s_raw[(2 * s) * kKeys * kPieces + c], a.k_cache + off, j < kv_end);
         cp_async16(&s_raw[(2 * s + 1) * kKeys * kPieces + c], a.v_cache + off, j < kv_end);
@@ -193,6 +196,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
     } else {
       for (int c = tid; c < kKeys * kChunks; c += kThreads) {
         const int r = c / kChunks, ch = c % kChunks, j = j0 + r;
+        if (j < from || j >= to) continue;
         const int64_t off = key_offset(j) + ch * 8;
         cp_async16(&s_k[s * kKeys * kChunks + swizzle<D>(r, ch)], a.k_cache + off, j < kv_end);
         cp_async16(&s_v[s * kKeys * kChunks + swizzle<D>(r, ch)], a.v_cache + off, j < kv_end);
@@ -200,12 +204,15 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const AttnArg
     }
     cp_async_commit();
   };
-  // Up to here the block read only the step's inputs (copied before its first kernel, never
-  // written by one): the chain of dependent loads that finds its keys overlaps the previous
-  // kernel's end. The cache and q may be this step's writes.
+  // Up to the wait the block reads only the step's inputs (copied before its first kernel,
+  // never written by one) and the keys before pos0, which earlier steps wrote: the first tile's
+  // older keys load while the previous kernel ends. The keys from pos0 on (this step's, written
+  // by the kernel just before) and q load after it.
+  const bool work = row0 < rows && tile_begin < tile_end;
+  if (work) load_kv(tile_begin, 0, INT_MIN, pos0);
   pdl_begin();
   if (row0 >= rows) return;
-  if (tile_begin < tile_end) load_kv(tile_begin, 0);
+  if (work) load_kv(tile_begin, 0, pos0, INT_MAX);
 
   // The query rows, rounded to C; rows past the sequence's end are zero.
   for (int c = tid; c < kRows * kChunks; c += kThreads) {

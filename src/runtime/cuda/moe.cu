@@ -778,13 +778,17 @@ void dispatch_weight_type(DType dt, Fn&& fn) {
   else dispatch_float_type(dt, fn);
 }
 
-// Whether the current device has the e4m3 MMA (compute capability 8.9 and up).
+// Whether the current device has the e4m3 MMA (compute capability 8.9 and up). Asked once a
+// process, as pdl_enabled is: one process drives one kind of card.
 bool has_fp8_mma() {
-  int device = 0, major = 0, minor = 0;
-  VLLM_CUDA_CHECK(cudaGetDevice(&device));
-  VLLM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  VLLM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major * 10 + minor >= 89;
+  static const bool supported = [] {
+    int device = 0, major = 0, minor = 0;
+    VLLM_CUDA_CHECK(cudaGetDevice(&device));
+    VLLM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    VLLM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major * 10 + minor >= 89;
+  }();
+  return supported;
 }
 
 template <typename Kernel>
