@@ -188,12 +188,85 @@ __device__ __forceinline__ float block_max(float v) {
   return warp_max(v);
 }
 
-// Per-token FP8 quantization of one row of k values value(i), by the whole block: returns
-// s = amax |value| / 448 (1 for an all-zero row) and writes q[i] = e4m3(value(i) / s),
-// saturating and rounded to nearest even. Every thread gets s.
-template <typename Value>
-__device__ __forceinline__ float quantize_row_fp8(const Value& value, int64_t k,
+// Per-token FP8 quantization of one row x[0, k) held in registers: v = x (kNorm: rms_norm's
+// x * rsqrt(mean x^2 + eps) * g), s = amax |v| / 448 (1 for an all-zero row), q[i] =
+// e4m3(v[i] / s), saturating and rounded to nearest even; returns s to every thread. By one
+// warp (kWarp) or the whole block, which must call it together (it synchronises); each thread
+// reads kVecs float4s of x, so k <= 4 * kVecs * threads, k % 4 == 0, x and g 16-byte aligned,
+// q 4-byte aligned (rows_fit_registers).
+template <int kVecs, bool kNorm, bool kWarp>
+__device__ __forceinline__ float quantize_row_fp8_cached(const float* __restrict__ x, int64_t k,
+                                                         const float* __restrict__ g, float eps,
+                                                         __nv_fp8_e4m3* __restrict__ q) {
+  const int tid = kWarp ? int(threadIdx.x % 32) : int(threadIdx.x);
+  const int threads = kWarp ? 32 : int(blockDim.x);
+  const int n4 = int(k / 4);
+  float4 v[kVecs];
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int p = tid + j * threads;
+    v[j] = p < n4 ? reinterpret_cast<const float4*>(x)[p] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if constexpr (kNorm)
+      ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+  }
+  float amax = 0.0f;
+  float norm = 1.0f;
+  if constexpr (kNorm) norm = rsqrtf((kWarp ? warp_sum(ss) : block_sum(ss)) / float(k) + eps);
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int p = tid + j * threads;
+    if (p >= n4) break;
+    if constexpr (kNorm) {
+      const float4 w = reinterpret_cast<const float4*>(g)[p];
+      v[j] = make_float4(v[j].x * norm * w.x, v[j].y * norm * w.y, v[j].z * norm * w.z,
+                         v[j].w * norm * w.w);
+    }
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)),
+                             fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+  }
+  amax = kWarp ? warp_max(amax) : block_max(amax);
+  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int p = tid + j * threads;
+    if (p >= n4) break;
+    const uint32_t b0 = __nv_fp8_e4m3(v[j].x / scale).__x;
+    const uint32_t b1 = __nv_fp8_e4m3(v[j].y / scale).__x;
+    const uint32_t b2 = __nv_fp8_e4m3(v[j].z / scale).__x;
+    const uint32_t b3 = __nv_fp8_e4m3(v[j].w / scale).__x;
+    reinterpret_cast<uint32_t*>(q)[p] = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
+  }
+  return scale;
+}
+
+// Whether rows of k values at x (row stride ldx), with norm weight g (or none) and e4m3 rows
+// at q, meet quantize_row_fp8_cached's layout for kVecs float4s a thread of `threads`.
+__host__ __device__ inline bool rows_fit_registers(const void* x, int64_t ldx, const void* g,
+                                                   const void* q, int64_t k, int kVecs,
+                                                   int threads) {
+  return k % 4 == 0 && ldx % 4 == 0 && k <= int64_t(4) * kVecs * threads &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(q) % 4 == 0;
+}
+
+// quantize_row_fp8_cached's arithmetic by the whole block for any row: rows that fit 16
+// float4s a thread take it; others are read twice (three times with the norm), a value a
+// thread.
+template <bool kNorm>
+__device__ __forceinline__ float quantize_row_fp8(const float* __restrict__ x, int64_t k,
+                                                  const float* __restrict__ g, float eps,
                                                   __nv_fp8_e4m3* __restrict__ q) {
+  constexpr int kVecs = 16;
+  if (rows_fit_registers(x, k, g, q, k, kVecs, int(blockDim.x)))
+    return quantize_row_fp8_cached<kVecs, kNorm, false>(x, k, g, eps, q);
+  float norm = 1.0f;
+  if constexpr (kNorm) {
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) ss += x[i] * x[i];
+    norm = rsqrtf(block_sum(ss) / float(k) + eps);
+  }
+  const auto value = [&](int64_t i) { return kNorm ? x[i] * norm * g[i] : x[i]; };
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < k; i += blockDim.x) amax = fmaxf(amax, fabsf(value(i)));
   amax = block_max(amax);

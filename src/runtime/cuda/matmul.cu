@@ -101,15 +101,7 @@ __global__ void quantize_rows_fp8(const float* __restrict__ x, int64_t ldx,
                                   int64_t rows, int64_t k) {
   pdl_begin();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * ldx;
-    float norm = 1.0f;
-    if constexpr (kNorm) {
-      float ss = 0.0f;
-      for (int64_t i = threadIdx.x; i < k; i += blockDim.x) ss += xr[i] * xr[i];
-      norm = rsqrtf(block_sum(ss) / float(k) + eps);
-    }
-    const auto value = [&](int64_t i) { return kNorm ? xr[i] * norm * g[i] : xr[i]; };
-    const float scale = quantize_row_fp8(value, k, q + r * k);
+    const float scale = quantize_row_fp8<kNorm>(x + r * ldx, k, g, eps, q + r * k);
     if (threadIdx.x == 0) s[r] = scale;
   }
 }
