@@ -258,7 +258,7 @@ __device__ __forceinline__ float quantize_row_fp8(const float* __restrict__ x, i
                                                   const float* __restrict__ g, float eps,
                                                   __nv_fp8_e4m3* __restrict__ q) {
   constexpr int kVecs = 16;
-  if (rows_fit_registers(x, k, g, q, k, kVecs, int(blockDim.x)))
+  if (rows_fit_registers(x, k, g, q, k, kVecs, int(blockDim.x)))  // one row: k its stride
     return quantize_row_fp8_cached<kVecs, kNorm, false>(x, k, g, eps, q);
   float norm = 1.0f;
   if constexpr (kNorm) {
