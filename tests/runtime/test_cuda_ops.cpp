@@ -276,16 +276,17 @@ Tensor gpu_fp8_experts(const Tensor& w32, int E, int64_t n, int64_t k, Tensor& d
 // sums. More tokens with K a multiple of 128 are W8A8 on the e4m3 tensor cores: x quantized
 // per token (amax / 448) as done here too; Hopper's FP8 MMAs accumulate with about 14 mantissa
 // bits before f32 (DeepSeek-V3 report, sec. 3.3.2), so 1e-3. K = 160 takes the GEMV at any
-// token count (its 8-row variant). Rows of x are quantized a warp a row up to K = 2048, a
-// block a row beyond (K = 2560). Control: each path is farther than its bound from the
-// other's reference (the W8A8 path's x really is e4m3, the GEMV's is not).
+// token count (its 8-row variant); 1, 2 and 3-4 tokens take the 1-, 2- and 4-row variants.
+// Rows of x are quantized a warp a row up to K = 2048, a block a row beyond (K = 2560).
+// Control: each path is farther than its bound from the other's reference (the W8A8 path's x
+// really is e4m3, the GEMV's is not).
 TEST_F(CudaOps, MoeMatmulFp8MatchesDequantizedWeights) {
   struct Case { int64_t tokens, k, n; int top_k; bool gemm; };
   const Case cases[] = {{300, 256, 200, 4, true}, {197, 128, 384, 6, true},
                         {300, 160, 64, 4, false}, {1, 256, 200, 6, false},
                         {3, 128, 96, 4, false},   {4, 2048, 1536, 8, false},
                         {5, 256, 200, 8, true},   {512, 2048, 1536, 8, true},
-                        {40, 2560, 64, 4, true}};
+                        {40, 2560, 64, 4, true},  {2, 256, 200, 6, false}};
   const int E = 16, used = 12;
   for (const Case& c : cases) {
     const std::string what = "tokens=" + std::to_string(c.tokens) + " k=" +
