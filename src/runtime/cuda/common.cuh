@@ -275,6 +275,23 @@ __device__ __forceinline__ float quantize_row_fp8(const float* __restrict__ x, i
   return scale;
 }
 
+// Per-token FP8 quantization of `count` rows, one block a row: q[r, :] = e4m3 of row
+// rows[r] of x (rows null: row r), or of rms_norm(that row) * g with kNorm; its scale in s[r]
+// (quantize_row_fp8).
+template <bool kNorm>
+__global__ void quantize_rows_fp8_kernel(const float* __restrict__ x, int64_t ldx,
+                                         const int32_t* __restrict__ rows,
+                                         const float* __restrict__ g, float eps,
+                                         __nv_fp8_e4m3* __restrict__ q, float* __restrict__ s,
+                                         int64_t count, int64_t k) {
+  pdl_begin();
+  for (int64_t r = blockIdx.x; r < count; r += gridDim.x) {
+    const float* src = x + int64_t(rows ? rows[r] : r) * ldx;
+    const float scale = quantize_row_fp8<kNorm>(src, k, g, eps, q + r * k);
+    if (threadIdx.x == 0) s[r] = scale;
+  }
+}
+
 // Argmax reductions: ties go to the lower index, as in a left-to-right scan; NaN never wins.
 __device__ __forceinline__ void argmax_pick(float& bv, int32_t& bi, float v, int32_t i) {
   if (v > bv || (v == bv && i < bi)) bv = v, bi = i;

@@ -92,20 +92,6 @@ __global__ void dequantize_fp8_rows(const uint8_t* __restrict__ w, int64_t n, in
   }
 }
 
-// Per-token FP8 quantization: v = x (or rms_norm(x) * g), s[r] = amax(|v[r, :]|) / 448 (1 for
-// an all-zero row), q[r, i] = e4m3(v[r, i] / s[r]) rounded to nearest even. One block a row.
-template <bool kNorm>
-__global__ void quantize_rows_fp8(const float* __restrict__ x, int64_t ldx,
-                                  const float* __restrict__ g, float eps,
-                                  __nv_fp8_e4m3* __restrict__ q, float* __restrict__ s,
-                                  int64_t rows, int64_t k) {
-  pdl_begin();
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float scale = quantize_row_fp8<kNorm>(x + r * ldx, k, g, eps, q + r * k);
-    if (threadIdx.x == 0) s[r] = scale;
-  }
-}
-
 // Per-tensor FP8 weight quantization at load, in two kernels: each block's max |w| over its
 // stride of the n values (NaN skipped by fmaxf, as std::max skips it on the host), then every
 // block takes the max of those, s = amax / 448 (1 for all zeros) and e4m3(w / s) clamped to
@@ -297,13 +283,15 @@ bool CudaBackend::matmul_fp8(const Tensor& x, const Tensor& w, Tensor& out,
   Tensor xq = Tensor::empty({m, k}, DType::F8_E4M3, device());
   Tensor xs = Tensor::empty({m}, DType::F32, device());
   const auto grid = static_cast<unsigned>(std::min<int64_t>(m, 65535));
+  const auto* all_rows = static_cast<const int32_t*>(nullptr);
   if (f.norm_weight)
-    launch(quantize_rows_fp8<true>, grid, 256, 0, stream_, x.data<float>(), row_stride(x),
-           f.norm_weight->data<float>(), f.eps, xq.data<__nv_fp8_e4m3>(), xs.data<float>(), m, k);
+    launch(quantize_rows_fp8_kernel<true>, grid, 256, 0, stream_, x.data<float>(),
+           row_stride(x), all_rows, f.norm_weight->data<float>(), f.eps,
+           xq.data<__nv_fp8_e4m3>(), xs.data<float>(), m, k);
   else
-    launch(quantize_rows_fp8<false>, grid, 256, 0, stream_, x.data<float>(), row_stride(x),
-           static_cast<const float*>(nullptr), 0.0f, xq.data<__nv_fp8_e4m3>(),
-           xs.data<float>(), m, k);
+    launch(quantize_rows_fp8_kernel<false>, grid, 256, 0, stream_, x.data<float>(),
+           row_stride(x), all_rows, static_cast<const float*>(nullptr), 0.0f,
+           xq.data<__nv_fp8_e4m3>(), xs.data<float>(), m, k);
   // The unscaled product (sums of e4m3 products: far inside f32's range), then the scales.
   Tensor product = Tensor::empty({m, n}, DType::F32, device());
   const float alpha = 1.0f, beta = 0.0f;

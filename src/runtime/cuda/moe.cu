@@ -580,27 +580,22 @@ __global__ void moe_gather_rows_kernel(const float* __restrict__ x, int64_t ldx,
 }
 
 // xq[r, :] = x[rows[r], :] (rows undefined: x[r, :]) quantized to e4m3 per token, its scale
-// in xs[r]: one warp a row with the row in registers where it fits kGatherVecs float4s a lane
-// (kWarp; many short rows: no block-wide barrier), else one block a row (quantize_row_fp8).
+// in xs[r], one warp a row with the row in registers (kGatherVecs float4s a lane): many short
+// rows, no block-wide barrier. Longer rows take quantize_rows_fp8_kernel, a block a row.
 constexpr int kGatherVecs = 16;
-template <bool kWarp>
+constexpr int kGatherThreads = 256;
 __global__ void moe_gather_rows_fp8_kernel(const float* __restrict__ x, int64_t ldx,
                                            const int32_t* __restrict__ rows, int64_t count,
                                            int64_t k, __nv_fp8_e4m3* __restrict__ xq,
                                            float* __restrict__ xs) {
   pdl_begin();
-  const int per_block = kWarp ? int(blockDim.x / 32) : 1;
-  const int64_t first = int64_t(blockIdx.x) * per_block + (kWarp ? threadIdx.x / 32 : 0);
-  for (int64_t r = first; r < count; r += int64_t(gridDim.x) * per_block) {
+  constexpr int kPerBlock = kGatherThreads / 32;
+  for (int64_t r = int64_t(blockIdx.x) * kPerBlock + threadIdx.x / 32; r < count;
+       r += int64_t(gridDim.x) * kPerBlock) {
     const float* src = x + int64_t(rows ? rows[r] : r) * ldx;
-    if constexpr (kWarp) {
-      const float s = quantize_row_fp8_cached<kGatherVecs, false, true>(src, k, nullptr, 0.0f,
-                                                                        xq + r * k);
-      if (threadIdx.x % 32 == 0) xs[r] = s;
-    } else {
-      const float s = quantize_row_fp8<false>(src, k, nullptr, 0.0f, xq + r * k);
-      if (threadIdx.x == 0) xs[r] = s;
-    }
+    const float s =
+        quantize_row_fp8_cached<kGatherVecs, false, true>(src, k, nullptr, 0.0f, xq + r * k);
+    if (threadIdx.x % 32 == 0) xs[r] = s;
   }
 }
 
@@ -918,12 +913,17 @@ void CudaBackend::moe_matmul(const Tensor& x, const Tensor& rows, const Tensor& 
     Tensor xq = Tensor::empty({S, k}, DType::F8_E4M3, x.device());
     Tensor xs = Tensor::empty({S}, DType::F32, x.device());
     auto* q = static_cast<__nv_fp8_e4m3*>(xq.raw());
-    if (rows_fit_registers(x.raw(), ldx, nullptr, q, k, kGatherVecs, 32))
-      launch(moe_gather_rows_fp8_kernel<true>, dim3(std::min<unsigned>(unsigned(S / 8 + 1), 65535)),
-             dim3(256), 0, stream_, x.data<float>(), ldx, r, S, k, q, xs.data<float>());
-    else
-      launch(moe_gather_rows_fp8_kernel<false>, dim3(gather_blocks), dim3(256), 0, stream_,
+    if (rows_fit_registers(x.raw(), ldx, nullptr, q, k, kGatherVecs, 32)) {
+      constexpr int64_t kRowsPerBlock = kGatherThreads / 32;
+      const auto blocks = unsigned(std::min<int64_t>((S + kRowsPerBlock - 1) / kRowsPerBlock,
+                                                     65535));
+      launch(moe_gather_rows_fp8_kernel, dim3(blocks), dim3(kGatherThreads), 0, stream_,
              x.data<float>(), ldx, r, S, k, q, xs.data<float>());
+    } else {
+      launch(quantize_rows_fp8_kernel<false>, dim3(gather_blocks), dim3(256), 0, stream_,
+             x.data<float>(), ldx, r, static_cast<const float*>(nullptr), 0.0f, q,
+             xs.data<float>(), S, k);
+    }
     run(static_cast<__nv_fp8_e4m3*>(nullptr), xq, xs.data<float>());
     return;
   }
